@@ -1,0 +1,155 @@
+"""The interface the engine needs from a model provider (persistence-and-LLM note §5.1).
+
+Plain dataclasses, so the engine stays free of any SDK. A provider implements the sync
+pair (`generate_message`, `generate_message_stream`); the async twins default to running
+the sync ones in a thread, and a provider with a native async client may override them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass
+class ProviderCapabilities:
+    supports_tools: bool = True
+    supports_native_json_schema: bool = True
+    supports_streaming: bool = True
+    supports_streaming_tool_calls: bool = False
+    supports_prompt_caching: bool = False
+
+
+@dataclass
+class ToolSpec:
+    """A tool offered to the model: `name` falls back to `id`."""
+
+    id: str
+    name: str | None = None
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+@dataclass
+class GenerateParameters:
+    json_schema: dict[str, Any] = field(default_factory=dict)  # {} means "no JSON mode"
+    schema_name: str | None = None  # "understand", "speak", or None (compaction summary)
+    max_output_tokens: int | None = None
+    reasoning: dict[str, Any] | None = None
+
+
+@dataclass
+class GenerateInput:
+    """One model call. `prompt` goes last as the user message; `system` first, cacheable.
+
+    History items are dicts: {"role": "user"|"assistant"|"system", "content": str} plus, for
+    tool rounds, assistant items with "tool_calls" ([{"id", "toolName", "arguments"}]) and
+    {"role": "tool", "tool_call_id", "name", "content"} items.
+    """
+
+    prompt: str
+    system: str | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    context: Any = None
+    tools: list[ToolSpec] | None = None
+    parameters: GenerateParameters = field(default_factory=GenerateParameters)
+
+
+@dataclass
+class GenerateOutput:
+    """`structured` is the parsed JSON envelope (plus `toolCalls` when tools were called)."""
+
+    message: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    structured: dict[str, Any] | None = None
+
+
+@dataclass
+class StreamChunk:
+    delta: str
+    accumulated: str
+    done: bool = False
+    metadata: dict[str, Any] | None = None
+    structured: dict[str, Any] | None = None  # only on the final chunk
+
+
+@runtime_checkable
+class Provider(Protocol):
+    name: str
+    capabilities: ProviderCapabilities
+
+    def generate_message(self, input: GenerateInput) -> GenerateOutput: ...
+
+    def generate_message_stream(self, input: GenerateInput) -> Iterator[StreamChunk]: ...
+
+    async def agenerate_message(self, input: GenerateInput) -> GenerateOutput: ...
+
+    def agenerate_message_stream(self, input: GenerateInput) -> AsyncIterator[StreamChunk]: ...
+
+
+class BaseProvider:
+    """Convenience base: implement the two sync methods, get the async twins for free."""
+
+    name: str = "provider"
+    capabilities: ProviderCapabilities = ProviderCapabilities()
+
+    def generate_message(self, input: GenerateInput) -> GenerateOutput:
+        last: StreamChunk | None = None
+        for chunk in self.generate_message_stream(input):
+            last = chunk
+        if last is None:
+            from falai_django.engine.errors import ProviderError
+
+            raise ProviderError(self.name, "overload", f"{self.name}: no response")
+        return GenerateOutput(message=last.accumulated, metadata=last.metadata or {}, structured=last.structured)
+
+    def generate_message_stream(self, input: GenerateInput) -> Iterator[StreamChunk]:
+        out = self.generate_message(input)
+        yield StreamChunk(delta=out.message, accumulated=out.message, done=True,
+                          metadata=out.metadata, structured=out.structured)
+
+    async def agenerate_message(self, input: GenerateInput) -> GenerateOutput:
+        """See generate_message()."""
+        return await asyncio.to_thread(self.generate_message, input)
+
+    async def agenerate_message_stream(self, input: GenerateInput) -> AsyncIterator[StreamChunk]:
+        """See generate_message_stream(). Runs the sync stream in a worker thread."""
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        done = object()
+
+        def pump() -> None:
+            try:
+                for chunk in self.generate_message_stream(input):
+                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
+            except BaseException as exc:  # handed to the consumer, re-raised there
+                loop.call_soon_threadsafe(queue.put_nowait, exc)
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, done)
+
+        task = loop.run_in_executor(None, pump)
+        try:
+            while True:
+                item = await queue.get()
+                if item is done:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            await task
+
+
+def read_usage(metadata: dict[str, Any] | None) -> dict[str, int] | None:
+    """Token counts from a reply's metadata, or None when the provider counted nothing."""
+    if not metadata:
+        return None
+    if metadata.get("promptTokens") is None and metadata.get("completionTokens") is None:
+        return None
+    return {
+        "promptTokens": int(metadata.get("promptTokens") or 0),
+        "completionTokens": int(metadata.get("completionTokens") or 0),
+        "cachedInputTokens": int(metadata.get("cachedInputTokens") or 0),
+    }

@@ -1,0 +1,83 @@
+"""Shared fixtures. PostgreSQL and Redis tests use the real servers on 127.0.0.1.
+
+Outside CI a missing server skips those tests with a loud reason; with CI=true a missing
+server is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+PG_DSN = os.environ.get("FALAI_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("FALAI_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+SPEC_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "spec"
+FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
+
+
+def _unavailable(what: str, error: Exception) -> None:
+    message = f"{what} is NOT reachable ({error}); its tests cannot run. Start it or run `bash scripts/services.sh`."
+    if IN_CI:
+        pytest.fail(message + " CI=true: this is a failure, not a skip.")
+    pytest.skip("LOUD SKIP: " + message)
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """A DSN to the real PostgreSQL test database (checked reachable)."""
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_DSN, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
+        _unavailable("PostgreSQL at " + PG_DSN, exc)
+    return PG_DSN
+
+
+@pytest.fixture
+def pg_conn(pg_dsn):
+    """An autocommit psycopg connection to the real server."""
+    import psycopg
+
+    conn = psycopg.connect(pg_dsn, autocommit=True)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def pg_table(pg_conn) -> str:
+    """A fresh, unique table name; dropped after the test."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    pg_conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    try:
+        import redis
+
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except Exception as exc:  # noqa: BLE001
+        _unavailable("Redis at " + REDIS_URL, exc)
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_client(redis_url):
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def legacy_blobs_dir() -> Path:
+    """The spec's fixture blobs: tests/fixtures/legacy-blobs (a copy kept in the repo)."""
+    return FIXTURES_DIR / "legacy-blobs"
