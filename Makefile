@@ -18,11 +18,11 @@ services:
 	@bash scripts/services.sh
 
 run: install
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py falai_demo_run
+	$(BIN)/python scripts/run_demo.py
 
 test: install
 	@bash scripts/services.sh || test "$$CI" != "true"
+	@bash scripts/ensure_chromium.sh || test "$$CI" != "true"
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
