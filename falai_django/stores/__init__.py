@@ -1,0 +1,30 @@
+"""Session stores: `MemoryStore`, `PostgresStore`, `SQLiteStore`, `RedisStore` (and the host's
+`DjangoStore`). The contract is in `base.py`; each backend is one module.
+
+Names resolve lazily, so importing this package imports no driver and needs no Django setup.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["DjangoStore", "MemoryStore", "PostgresStore", "RedisStore", "SQLiteStore", "Store"]
+
+_BACKENDS = {
+    "Store": "falai_django.stores.base",
+    "MemoryStore": "falai_django.stores.memory",
+    "PostgresStore": "falai_django.stores.postgres",
+    "SQLiteStore": "falai_django.stores.sqlite",
+    "RedisStore": "falai_django.stores.redis",
+    "DjangoStore": "falai_django.stores.django",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _BACKENDS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'falai_django.stores' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,639 @@
+"""The session blob and everything a turn returns, as pydantic v2 models.
+
+Attributes are snake_case; the JSON form (`to_json()`, what stores write) is the upstream v4
+blob: camelCase keys, times as `toISOString()` text, optional keys **omitted** when unset
+(never written as null). Times inside the blob stay ISO strings (as upstream keeps them), so
+reading and writing a row never reformats them; `ScheduleEntry.at` is an aware UTC datetime.
+
+`None` on an optional attribute means "absent": `run.suspended_at = None` removes the key from
+the blob. The one nullable key that is always written is `Run.stepId`.
+
+Speed notes for the turn:
+
+- `Session.from_json(dict)` / `Session.from_json_text(str)` validate in pydantic-core (Rust);
+  only a blob that fails that fast check goes through the slow upstream-exact checker
+  (`assert_session`), which either raises `InvalidSessionError` with upstream's reason or
+  normalises the blob (drops a non-true `staying`, a non-string `suspendedAt`, reads `3.0` as 3).
+- `session.copy_deep()` is a full independent copy through the Rust serialiser (a few µs for a
+  typical session); `model_copy(deep=True)` goes through `copy.deepcopy` and is several times
+  slower. Build new lines with `StepOutcome.model_construct(...)` when a field set is known to
+  be valid: it skips validation entirely.
+- No model validates on assignment: mutate attributes and lists freely.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from typing_extensions import TypedDict
+
+from .errors import InvalidSessionError
+from .jstime import UTC, to_iso
+
+__all__ = [
+    "END_REASONS",
+    "OUTCOME_CODES",
+    "OUTCOME_KINDS",
+    "OUTCOME_STATUSES",
+    "RUN_STATUSES",
+    "TRIGGER_KINDS",
+    "Claim",
+    "EndedRun",
+    "OutboundMessage",
+    "Run",
+    "ScheduleEntry",
+    "Session",
+    "SkippedTrigger",
+    "StartedRun",
+    "StepOutcome",
+    "Trigger",
+    "TurnResult",
+    "Usage",
+    "Waiting",
+    "assert_session",
+    "assistant_message",
+    "describe",
+    "dumps_json",
+    "user_message",
+]
+
+RunStatus = Literal["running", "asking", "waiting", "suspended"]
+TriggerKind = Literal["message", "mention", "silence", "event", "start", "flow"]
+OutcomeKind = Literal["prompt", "collect", "say", "do", "wait", "if", "idle"]
+OutcomeStatus = Literal["ok", "skipped", "failed", "waiting", "deferred"]
+EndReason = Literal["end", "flow", "reset", "skipped", "failed", "replaced"]
+
+RUN_STATUSES: tuple[str, ...] = ("running", "asking", "waiting", "suspended")
+TRIGGER_KINDS: tuple[str, ...] = ("message", "mention", "silence", "event", "start", "flow")
+OUTCOME_KINDS: tuple[str, ...] = ("prompt", "collect", "say", "do", "wait", "if", "idle")
+OUTCOME_STATUSES: tuple[str, ...] = ("ok", "skipped", "failed", "waiting", "deferred")
+END_REASONS: tuple[str, ...] = ("end", "flow", "reset", "skipped", "failed", "replaced")
+# The 38 codes of `StepOutcomeCode`, in the spec's order (engine-turn.md §2.5). The English
+# sentence for each lives with the turn (one table of messages), not here.
+OUTCOME_CODES: tuple[str, ...] = (
+    "no-session", "duplicate-input", "stale-wake", "silence-broken", "already-claimed", "cooldown",
+    "hop-limit", "already-running", "flow-gone", "step-loop", "step-gone", "customer-replied",
+    "premise-changed", "silenced", "already-known", "asked-fixed", "another-reply", "already-sent",
+    "branch", "max-asks", "inline-delay", "awaiting-trigger", "awaiting-event", "event-arrived",
+    "no-event", "replied", "no-reply", "action-skipped", "action-failed", "action-deferred",
+    "unknown-field", "bad-value", "not-in-enum", "provider-unavailable", "provider-quota",
+    "provider-auth", "provider-context", "provider-invalid",
+)
+
+_BLOB_CONFIG = ConfigDict(
+    alias_generator=to_camel,
+    validate_by_name=True,
+    validate_by_alias=True,
+    strict=True,
+    extra="ignore",
+)
+_RESULT_CONFIG = ConfigDict(
+    alias_generator=to_camel,
+    validate_by_name=True,
+    validate_by_alias=True,
+    extra="ignore",
+)
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, exclude_none=True)
+
+
+class _BlobModel(BaseModel):
+    model_config = _BLOB_CONFIG
+
+    def to_json(self) -> dict[str, Any]:
+        """The camelCase JSON dict, optional keys omitted when unset."""
+        return _dump(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# Session, Run and their parts (the blob)
+# ---------------------------------------------------------------------------------------------
+
+
+class Claim(TypedDict):
+    """A claim value: `{"at": iso}` (when the run or `say once` claimed it)."""
+
+    at: str
+
+
+class Trigger(_BlobModel):
+    """What started a run: `{kind, key, payload?}`."""
+
+    kind: str
+    key: str
+    payload: Any = None
+
+
+class Waiting(_BlobModel):
+    """Why a run is parked: `{kind: 'timer'|'event', key?, until?, setAt, event?}`."""
+
+    kind: str
+    key: str | None = None
+    until: str | None = None
+    set_at: str
+    event: str | None = None
+
+
+class StepOutcome(_BlobModel):
+    """One outcome line (engine-turn.md §2.4). Unset optional fields are left out of the JSON."""
+
+    run_id: str | None = None
+    flow_id: str | None = None
+    step_id: str | None = None
+    key: str | None = None
+    kind: str
+    status: str
+    code: str | None = None
+    message: str | None = None
+    detail: str | None = None
+    next: str | None = None
+    until: str | None = None
+    at: str
+    llm_calls: int | None = None
+
+
+# Validation context marking "this is a stored blob": every key must be present.
+_BLOB: dict[str, bool] = {"blob": True}
+
+
+def _is_blob(info: ValidationInfo) -> bool:
+    return info.context is not None and info.context.get("blob") is True
+
+
+_RUN_REQUIRED = ("id", "flowId", "anchor", "dedupeKey", "stepId", "status", "trigger", "hop", "startedAt",
+                 "asked", "visits", "outcomes")
+
+
+class Run(_BlobModel):
+    """A live run (engine-turn.md §2.2). `step_id` is the one nullable key always written."""
+
+    id: str
+    flow_id: str
+    anchor: str
+    dedupe_key: str
+    step_id: str | None = None
+    status: RunStatus
+    trigger: Trigger
+    input: Any = None
+    hop: int = Field(default=0, ge=0)
+    started_at: str
+    suspended_at: str | None = None
+    staying: Literal[True] | None = None
+    waiting: Waiting | None = None
+    asked: dict[str, int] = Field(default_factory=dict)
+    visits: dict[str, int] = Field(default_factory=dict)
+    outcomes: list[StepOutcome] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blob_keys_present(cls, value: Any, info: ValidationInfo) -> Any:
+        # A stored blob must carry every key; Python callers may rely on the defaults.
+        if _is_blob(info) and isinstance(value, dict):
+            if not all(k in value for k in _RUN_REQUIRED):
+                raise ValueError("a run blob lacks a required key")
+            if value.get("waiting", 0) is None:
+                raise ValueError("waiting is null")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _keep_null_step(self, handler: Any) -> dict[str, Any]:
+        out = handler(self)
+        if self.step_id is None and isinstance(out, dict) and "stepId" not in out and "step_id" not in out:
+            key = "stepId" if "flowId" in out else "step_id"
+            out = _insert_after(out, "dedupeKey" if key == "stepId" else "dedupe_key", key, None)
+        return out
+
+
+def _insert_after(mapping: dict[str, Any], after: str, key: str, value: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in mapping.items():
+        out[k] = v
+        if k == after:
+            out[key] = value
+    if key not in out:
+        out[key] = value
+    return out
+
+
+_SESSION_REQUIRED = ("id", "v", "version", "data", "runs", "claims", "inputs", "metadata")
+
+
+class Session(_BlobModel):
+    """The whole conversation state, stored as one blob (engine-turn.md §2.1).
+
+    `Session.fresh(session_id)` is a first turn's session. `Session.from_json(blob,
+    session_id=...)` checks a stored blob exactly as upstream's `assertSession` does and raises
+    `InvalidSessionError` with its reason; `to_json()` writes it back.
+    """
+
+    id: str
+    v: Literal[4] = 4
+    version: int = Field(default=0, ge=0)
+    data: dict[str, Any] = Field(default_factory=dict)
+    runs: list[Run] = Field(default_factory=list)
+    claims: dict[str, Claim] = Field(default_factory=dict)
+    inputs: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    last_user_at: str | None = None
+    last_assistant_at: str | None = None
+    history: list[Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blob_keys_present(cls, value: Any, info: ValidationInfo) -> Any:
+        # In a stored blob every key is there, and absent differs from null: a null
+        # lastUserAt / lastAssistantAt / history fails.
+        if _is_blob(info) and isinstance(value, dict):
+            if not all(k in value for k in _SESSION_REQUIRED):
+                raise ValueError("a session blob lacks a required key")
+            if (value.get("lastUserAt", 0) is None or value.get("lastAssistantAt", 0) is None
+                    or value.get("history", 0) is None):
+                raise ValueError("null where a key must be absent")
+        return value
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def fresh(cls, session_id: str) -> Session:
+        """A first turn's session: `{id, v: 4, version: 0, data: {}, runs: [], claims: {}, inputs: [], metadata: {}}`."""
+        return cls.model_construct(id=session_id, v=4, version=0, data={}, runs=[], claims={}, inputs=[], metadata={},
+                                   last_user_at=None, last_assistant_at=None, history=None)
+
+    @classmethod
+    def from_json(cls, blob: Any, session_id: str | None = None) -> Session:
+        """Build a session from its JSON dict, checked; a bad blob raises `InvalidSessionError`.
+
+        With `session_id` the blob's `id` must equal it (what a store passes); without it the
+        blob's own id is used and only has to be text.
+        """
+        if isinstance(blob, dict):
+            try:
+                session = cls.model_validate(blob, context=_BLOB)
+            except ValidationError:
+                return cls._from_checked(blob, session_id)
+            if session_id is not None and session.id != session_id:
+                assert_session(blob, session_id)  # raises the upstream id reason
+            return session
+        return cls._from_checked(blob, session_id)
+
+    @classmethod
+    def from_json_text(cls, text: str | bytes, session_id: str | None = None) -> Session:
+        """Like `from_json` for JSON text (what MemoryStore, SQLite and Redis hold)."""
+        try:
+            session = cls.model_validate_json(text, context=_BLOB)
+        except ValidationError:
+            try:
+                blob = json.loads(text)
+            except (ValueError, TypeError):
+                raise InvalidSessionError(session_id, "blob is not valid JSON") from None
+            return cls._from_checked(blob, session_id)
+        if session_id is not None and session.id != session_id:
+            raise InvalidSessionError(session_id, f"id is {describe(session.id)}, expected {describe(session_id)}")
+        return session
+
+    @classmethod
+    def _from_checked(cls, blob: Any, session_id: str | None) -> Session:
+        normalised = assert_session(blob, session_id)
+        try:
+            return cls.model_validate(normalised, context=_BLOB)
+        except ValidationError as exc:  # deeper content upstream trusts but this model types
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"]) or "blob"
+            sid = session_id if session_id is not None else normalised.get("id")
+            raise InvalidSessionError(sid, f"{where}: {error['msg']}") from None
+
+    # -- output ------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The upstream v4 blob: camelCase, optional keys omitted, times as stored ISO text."""
+        return _dump(self)
+
+    def to_json_text(self) -> str:
+        """Compact JSON text of `to_json()` (non-ASCII kept), as `JSON.stringify` writes it."""
+        return self.model_dump_json(by_alias=True, exclude_none=True)
+
+    def to_blob(self, version: int) -> dict[str, Any]:
+        """What a store writes: `to_json()` with `version` set to the new version."""
+        out = _dump(self)
+        out["version"] = version
+        return out
+
+    def copy_deep(self) -> Session:
+        """An independent deep copy (what `turn()` works on); cheaper than `model_copy(deep=True)`."""
+        return type(self).model_validate(self.model_dump())
+
+    def with_version(self, version: int) -> Session:
+        """A deep copy stamped with `version` (what a successful store save returns)."""
+        copy = self.copy_deep()
+        copy.version = version
+        return copy
+
+
+# ---------------------------------------------------------------------------------------------
+# assertSession: the exact upstream check and its reasons
+# ---------------------------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def describe(value: Any = _MISSING) -> str:
+    """How upstream names a bad value in a reason: missing, null, a list, "text", 3, an object."""
+    if value is _MISSING:
+        return "missing"
+    if value is None:
+        return "null"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return _js_number(value)
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+def _js_number(value: float | int) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        if value.is_integer():
+            return str(int(value))
+    return repr(value)
+
+
+def _whole(value: Any) -> int | None:
+    """A JS whole number as an int (3 and 3.0 both), else None. Booleans are not numbers."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _get(blob: dict[str, Any], key: str) -> Any:
+    return blob.get(key, _MISSING)
+
+
+def assert_session(blob: Any, session_id: str | None) -> dict[str, Any]:
+    """Upstream `assertSession`: raise `InvalidSessionError(session_id, reason)` or return the
+    normalised blob (only session keys; optional ones only when present). `session_id=None`
+    accepts any text id."""
+    sid = session_id
+
+    def fail(reason: str) -> InvalidSessionError:
+        return InvalidSessionError(sid if sid is not None else _id_of(blob), reason)
+
+    if not isinstance(blob, dict):
+        raise fail(f"expected an object, got {describe(blob)}")
+    v = _get(blob, "v")
+    if isinstance(v, bool) or v != 4 or not isinstance(v, int | float):
+        raise fail(f"v is {describe(v)}, expected 4")
+    blob_id = _get(blob, "id")
+    if session_id is not None:
+        if blob_id != session_id or not isinstance(blob_id, str):
+            raise fail(f"id is {describe(blob_id)}, expected {describe(session_id)}")
+    elif not isinstance(blob_id, str):
+        raise fail(f"id is {describe(blob_id)}, expected text")
+    version = _whole(_get(blob, "version"))
+    if version is None or version < 0:
+        raise fail(f"version is {describe(_get(blob, 'version'))}, expected a whole number")
+    data = _get(blob, "data")
+    if not isinstance(data, dict):
+        raise fail(f"data is {describe(data)}, expected an object")
+    runs = _get(blob, "runs")
+    if not isinstance(runs, list):
+        raise fail(f"runs is {describe(runs)}, expected a list")
+    claims = _get(blob, "claims")
+    if not isinstance(claims, dict) or not all(
+        isinstance(c, dict) and isinstance(c.get("at"), str) for c in claims.values()
+    ):
+        raise fail("claims is not a map of { at }")
+    inputs = _get(blob, "inputs")
+    if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
+        raise fail("inputs is not a list of ids")
+    metadata = _get(blob, "metadata")
+    if not isinstance(metadata, dict):
+        raise fail(f"metadata is {describe(metadata)}, expected an object")
+    history = _get(blob, "history")
+    if history is not _MISSING and not isinstance(history, list):
+        raise fail(f"history is {describe(history)}, expected a list")
+    for key in ("lastUserAt", "lastAssistantAt"):
+        value = _get(blob, key)
+        if value is not _MISSING and not isinstance(value, str):
+            raise fail(f"{key} is not text")
+    checked_runs = [_check_run(run, i, fail) for i, run in enumerate(runs)]
+
+    out: dict[str, Any] = {
+        "id": blob_id, "v": 4, "version": version, "data": data, "runs": checked_runs,
+        "claims": claims, "inputs": inputs, "metadata": metadata,
+    }
+    for key in ("lastUserAt", "lastAssistantAt", "history"):
+        if key in blob:
+            out[key] = blob[key]
+    return out
+
+
+def _id_of(blob: Any) -> str | None:
+    if isinstance(blob, dict) and isinstance(blob.get("id"), str):
+        return blob["id"]
+    return None
+
+
+def _check_run(run: Any, i: int, fail: Any) -> dict[str, Any]:
+    where = f"runs[{i}]"
+    if not isinstance(run, dict):
+        raise fail(f"{where} is {describe(run)}, expected an object")
+    status = _get(run, "status")
+    if not isinstance(status, str):
+        raise fail(f"{where}.status is {describe(status)}, expected text")
+    if status not in RUN_STATUSES:
+        raise fail(f"{where}.status is {describe(status)}")
+    step_id = _get(run, "stepId")
+    if step_id is not None and not isinstance(step_id, str):
+        raise fail(f"{where}.stepId is {describe(step_id)}, expected text or null")
+    hop = _whole(_get(run, "hop"))
+    if hop is None or hop < 0:
+        raise fail(f"{where}.hop is {describe(_get(run, 'hop'))}, expected a whole number")
+    outcomes = _get(run, "outcomes")
+    if not isinstance(outcomes, list):
+        raise fail(f"{where}.outcomes is {describe(outcomes)}, expected a list")
+    trigger = _get(run, "trigger")
+    if not isinstance(trigger, dict):
+        raise fail(f"{where}.trigger is {describe(trigger)}, expected an object")
+    if not isinstance(trigger.get("kind"), str) or not isinstance(trigger.get("key"), str):
+        raise fail(f"{where}.trigger needs kind and key")
+    waiting = _get(run, "waiting")
+    if waiting is not _MISSING and not isinstance(waiting, dict):
+        raise fail(f"{where}.waiting is {describe(waiting)}, expected an object")
+    for key in ("id", "flowId", "anchor", "dedupeKey", "startedAt"):
+        if not isinstance(_get(run, key), str):
+            raise fail(f"{where}.{key} is {describe(_get(run, key))}, expected text")
+    for key in ("asked", "visits"):
+        if not isinstance(_get(run, key), dict):
+            raise fail(f"{where}.{key} is {describe(_get(run, key))}, expected an object")
+
+    out: dict[str, Any] = {
+        "id": run["id"], "flowId": run["flowId"], "anchor": run["anchor"], "dedupeKey": run["dedupeKey"],
+        "stepId": step_id, "status": status, "trigger": trigger, "hop": hop, "startedAt": run["startedAt"],
+        "asked": {k: _whole(n) if _whole(n) is not None else n for k, n in run["asked"].items()},
+        "visits": {k: _whole(n) if _whole(n) is not None else n for k, n in run["visits"].items()},
+        "outcomes": outcomes,
+    }
+    if "input" in run:
+        out["input"] = run["input"]
+    if waiting is not _MISSING:
+        out["waiting"] = waiting
+    if isinstance(run.get("suspendedAt"), str):
+        out["suspendedAt"] = run["suspendedAt"]
+    if run.get("staying") is True:
+        out["staying"] = True
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# What a turn returns
+# ---------------------------------------------------------------------------------------------
+
+
+class _ResultModel(BaseModel):
+    model_config = _RESULT_CONFIG
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase JSON (datetimes as `toISOString()` text), unset optional keys omitted."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class OutboundMessage(_ResultModel):
+    """A message to send. `kind` is 'ai' (phrased by the model) or 'verbatim'."""
+
+    text: str
+    kind: Literal["ai", "verbatim"]
+    media: dict[str, Any] | None = None
+    after_ms: int = 0
+    key: str
+    run_id: str | None = None
+    step_id: str | None = None
+
+
+class ScheduleEntry(_ResultModel):
+    """A wake to enqueue: `key`, `at` (aware UTC datetime), and `replaces` on silence wakes."""
+
+    key: str
+    at: datetime
+    replaces: str | None = None
+
+    @field_validator("at", mode="after")
+    @classmethod
+    def _at_is_utc(cls, at: datetime) -> datetime:
+        return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+    @field_serializer("at")
+    def _at_iso(self, at: datetime) -> str:
+        return to_iso(at)
+
+
+class StartedRun(_ResultModel):
+    """`result.started` item: a run started this turn (it may also have ended)."""
+
+    run_id: str
+    flow_id: str
+    anchor: str
+    dedupe_key: str
+
+
+class EndedRun(Run):
+    """`result.ended` item: the run's last state plus why it left `session.runs`."""
+
+    model_config = ConfigDict(**{**_BLOB_CONFIG, "strict": False})
+
+    reason: EndReason
+
+    @classmethod
+    def of(cls, run: Run, reason: str) -> EndedRun:
+        """The ended entry for `run` (shares its nested values; the run is gone from the session)."""
+        return cls.model_construct(**{name: getattr(run, name) for name in Run.model_fields}, reason=reason)
+
+
+class SkippedTrigger(_ResultModel):
+    """`result.skipped` item: a trigger that matched but started nothing."""
+
+    flow_id: str
+    anchor: str
+    trigger_key: str
+    code: str
+    message: str
+
+
+class Usage(_ResultModel):
+    """Summed provider token counts."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_input_tokens: int = 0
+
+
+class TurnResult(_ResultModel):
+    """What `agent.turn()` returns (engine-turn.md §1.5). `session.version` is unchanged."""
+
+    session: Session
+    changed: bool
+    messages: list[OutboundMessage] = Field(default_factory=list)
+    schedule: list[ScheduleEntry] = Field(default_factory=list)
+    outcomes: list[StepOutcome] = Field(default_factory=list)
+    started: list[StartedRun] = Field(default_factory=list)
+    ended: list[EndedRun] = Field(default_factory=list)
+    skipped: list[SkippedTrigger] = Field(default_factory=list)
+    llm_calls: int = 0
+    usage: Usage | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# History items and JSON text
+# ---------------------------------------------------------------------------------------------
+
+
+def user_message(text: str) -> dict[str, str]:
+    """A history item for something the customer said: `{"role": "user", "content": text}`."""
+    return {"role": "user", "content": text}
+
+
+def assistant_message(text: str) -> dict[str, str]:
+    """A history item for something the assistant said: `{"role": "assistant", "content": text}`."""
+    return {"role": "assistant", "content": text}
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return to_iso(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def dumps_json(value: Any) -> str:
+    """Compact JSON text as `JSON.stringify` writes it: no spaces, non-ASCII kept, datetimes as ISO."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default)

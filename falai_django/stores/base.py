@@ -1,0 +1,90 @@
+"""The store contract. Every backend (memory, postgres, sqlite, redis, django) fills in `Store`.
+
+A store keeps one row per session: the session's v4 JSON blob and an integer version.
+
+- `load(session_id)` returns the stored `Session`, or None when there is no row. A row that
+  is not a v4 blob (a 3.x row, a corrupt one, one whose blob id differs from the row id)
+  raises `InvalidSessionError`: never None, never a fresh session. Stores never migrate.
+- `save(session, expected_version)` is one atomic compare-and-swap:
+  `expected_version == 0` inserts and fails when a row exists; any other number updates only
+  the row still at that version. Success stores `expected_version + 1` and returns the saved
+  session stamped with it (a new object; the argument is not touched). A failed check raises
+  `SessionConflictError(session_id, expected_version, actual_version)`, where
+  `actual_version` is the stored version, or None when the row is gone.
+- `initialize()` creates what is missing (table, index); it never alters what exists.
+
+The framework never calls a store: the host loop does (load, turn, save, then send).
+Each method has an async twin (`aload`, `asave`, `ainitialize`) right under it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from falai_django.engine.errors import InvalidSessionError
+from falai_django.engine.session import Session
+
+__all__ = ["DEFAULT_TABLE", "Store", "check_expected_version", "stamped"]
+
+DEFAULT_TABLE = "agent_sessions"
+
+
+class Store:
+    """Base class stating the contract above; backends override `load`, `save`, `initialize`."""
+
+    def load(self, session_id: str) -> Session | None:
+        """The stored session, or None when no row exists; a bad row raises InvalidSessionError."""
+        raise NotImplementedError
+
+    async def aload(self, session_id: str) -> Session | None:
+        """See load()."""
+        return await asyncio.to_thread(self.load, session_id)
+
+    def save(self, session: Session, expected_version: int) -> Session:
+        """Compare-and-swap write; returns the saved session with version `expected_version + 1`."""
+        raise NotImplementedError
+
+    async def asave(self, session: Session, expected_version: int) -> Session:
+        """See save()."""
+        return await asyncio.to_thread(self.save, session, expected_version)
+
+    def initialize(self) -> None:
+        """Create what is missing (nothing, for stores that need nothing)."""
+
+    async def ainitialize(self) -> None:
+        """See initialize()."""
+        await asyncio.to_thread(self.initialize)
+
+
+def check_expected_version(expected_version: Any) -> int:
+    """A whole number ≥ 0 (booleans refused), or TypeError/ValueError naming the fix."""
+    if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+        raise TypeError(
+            f"[Store] save: expected_version must be a whole number, got {expected_version!r}. "
+            "Pass the version you loaded, or 0 for a session that has never been saved."
+        )
+    if expected_version < 0:
+        raise ValueError(
+            f"[Store] save: expected_version must be 0 or more, got {expected_version}. "
+            "Pass the version you loaded, or 0 for a session that has never been saved."
+        )
+    return expected_version
+
+
+def stamped(session: Session | dict[str, Any], expected_version: int) -> tuple[Session, str]:
+    """The session as it will be saved (version `expected_version + 1`) and its blob text.
+
+    Like upstream `toBlob`, the returned session is a new object that shares nested values
+    with the argument; only the session keys are written.
+    """
+    if isinstance(session, dict):
+        session = Session.from_json(session)
+    elif not isinstance(session, Session):
+        raise TypeError(f"[Store] save: expected a Session, got {type(session).__name__}. "
+                        "Pass the session a turn returned (r.session).")
+    if session.v != 4 or not isinstance(session.id, str):
+        raise InvalidSessionError(session.id if isinstance(session.id, str) else None,
+                                  f"v is {session.v!r}, expected 4")
+    saved = session.model_copy(update={"version": check_expected_version(expected_version) + 1})
+    return saved, saved.to_json_text()
