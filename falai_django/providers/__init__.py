@@ -1,0 +1,61 @@
+"""Model providers: the interface (`base`), Gemini, the fallback pool, and their helpers.
+
+- `jsonparse`: lenient envelope parsing (`envelope_of`, `try_parse_json_response`, ...), §6.3.
+- `streaming`: `StreamingMessageDecoder` / `extract_message_so_far`, §4.2.
+- `classify`: `classify_error(exc, provider_name) -> ProviderError`, `speak_deferral`, §5.4 / §6.5.
+- `GeminiProvider` (google-genai) and `FallbackProvider` resolve lazily, so importing this
+  package does not import the SDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from falai_django.providers.base import (
+    BaseProvider,
+    GenerateInput,
+    GenerateOutput,
+    GenerateParameters,
+    Provider,
+    ProviderCapabilities,
+    StreamChunk,
+    ToolSpec,
+    read_usage,
+)
+from falai_django.providers.classify import classify_error, classify_kind, is_retryable, speak_deferral
+from falai_django.providers.jsonparse import (
+    envelope_of,
+    extract_embedded_json_object,
+    is_json_shaped,
+    is_record,
+    parse_json_response,
+    try_parse_json_response,
+)
+from falai_django.providers.streaming import StreamingMessageDecoder, extract_message_so_far
+
+_LAZY = {
+    "GeminiProvider": "falai_django.providers.gemini",
+    "FallbackProvider": "falai_django.providers.fallback",
+    "NoAvailableProviderError": "falai_django.providers.fallback",
+    "CooldownInfo": "falai_django.providers.fallback",
+}
+
+__all__ = [
+    "BaseProvider", "GenerateInput", "GenerateOutput", "GenerateParameters", "Provider",
+    "ProviderCapabilities", "StreamChunk", "ToolSpec", "read_usage",
+    "classify_error", "classify_kind", "is_retryable", "speak_deferral",
+    "envelope_of", "extract_embedded_json_object", "is_json_shaped", "is_record",
+    "parse_json_response", "try_parse_json_response",
+    "StreamingMessageDecoder", "extract_message_so_far",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'falai_django.providers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
