@@ -1,0 +1,584 @@
+"""The Django admin for conversations: runs, outcomes, transcript, and handing one to a human.
+
+- The list reads only the `Conversation` row's indexed columns (the blob is deferred) plus one
+  correlated subquery for the next wake, so a page costs the same few queries on 100,000 rows.
+  Status is derived from those columns: silenced (a handoff reason) > asking (a run asks) >
+  waiting (live runs at rest) > idle.
+- The page shows the transcript as a chat, the collected data, the live runs, the outcomes
+  timeline from the run log (`TurnRecord`), the pending wakes and the raw blob, read-only. A
+  blob that fails `Session.from_json` is shown as invalid and left exactly as stored.
+- Handoff operations are POST forms (no JavaScript needed) on custom URLs; each one is guarded
+  by a permission and written to Django's admin log. The work is done by `falai_django.handoff`.
+
+Permissions: `falai_django.handoff_conversation` (take over, silence, give back, fire a wake,
+re-enqueue wakes; the bulk actions) and `falai_django.reply_conversation` (reply as a human).
+Until `Conversation.Meta.permissions` declares them, `ensure_permissions` (a `post_migrate`
+hook) creates them, so `migrate` and test-database flushes both leave them in place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.apps import apps as global_apps
+from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
+from django.db import DEFAULT_DB_ALIAS
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models.signals import post_migrate
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
+
+from . import handoff, host
+from .engine.errors import InvalidSessionError
+from .engine.jstime import try_parse_iso
+from .models import Conversation, HistoryItem, TurnRecord, Wake
+
+HANDOFF_CODENAME = "handoff_conversation"
+REPLY_CODENAME = "reply_conversation"
+CUSTOM_PERMISSIONS: tuple[tuple[str, Any], ...] = (
+    (HANDOFF_CODENAME, _("Can take over, silence and give back a conversation, and fire its wakes")),
+    (REPLY_CODENAME, _("Can reply to a customer as a human")),
+)
+TRANSCRIPT_LIMIT = 200  # the page shows the most recent items
+TIMELINE_TURNS = 100  # run-log rows read for the outcomes timeline
+
+
+def ensure_permissions(sender: Any = None, app_config: Any = None, using: str = DEFAULT_DB_ALIAS,
+                       apps: Any = global_apps, **kwargs: Any) -> None:
+    """Create the custom permissions after `migrate` (and after a flush, which re-sends the signal)."""
+    if app_config is None or app_config.label != "falai_django":
+        return
+    from django.contrib.contenttypes.management import create_contenttypes
+
+    create_contenttypes(app_config, verbosity=0, using=using, apps=apps)
+    try:
+        content_type_model = apps.get_model("contenttypes", "ContentType")
+        permission_model = apps.get_model("auth", "Permission")
+    except LookupError:
+        return
+    content_type = content_type_model.objects.db_manager(using).get(app_label="falai_django", model="conversation")
+    for codename, name in CUSTOM_PERMISSIONS:
+        permission_model.objects.db_manager(using).get_or_create(
+            content_type=content_type, codename=codename, defaults={"name": str(name)[:255]}
+        )
+
+
+post_migrate.connect(ensure_permissions, dispatch_uid="falai_django.admin.ensure_permissions")
+
+
+# ---------------------------------------------------------------------------------------------
+# Status, derived from the indexed columns
+# ---------------------------------------------------------------------------------------------
+
+SILENCED, ASKING, WAITING, IDLE = "silenced", "asking", "waiting", "idle"
+STATUS_LABELS = {
+    ASKING: _("asking"),
+    WAITING: _("waiting"),
+    IDLE: _("idle"),
+    SILENCED: _("silenced"),
+}
+STATUS_FILTERS = {
+    SILENCED: Q(silenced_reason__isnull=False),
+    ASKING: Q(silenced_reason__isnull=True, asking_flow__isnull=False),
+    WAITING: Q(silenced_reason__isnull=True, asking_flow__isnull=True, run_count__gt=0),
+    IDLE: Q(silenced_reason__isnull=True, asking_flow__isnull=True) & (Q(run_count__isnull=True) | Q(run_count=0)),
+}
+
+
+def conversation_status(row: Conversation) -> str:
+    if row.silenced_reason:
+        return SILENCED
+    if row.asking_flow:
+        return ASKING
+    if row.run_count:
+        return WAITING
+    return IDLE
+
+
+class StatusFilter(admin.SimpleListFilter):
+    title = _("status")
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return list(STATUS_LABELS.items())
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        condition = STATUS_FILTERS.get(self.value() or "")
+        return queryset.filter(condition) if condition is not None else queryset
+
+
+class FlowFilter(admin.SimpleListFilter):
+    """The asking run's flow. The choices are the agent's flows (no scan of the table)."""
+
+    title = _("flow")
+    parameter_name = "flow"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        try:
+            from . import conf
+
+            flows = conf.get_agent().flows
+            return [(flow.id, f"{flow.name} ({flow.id})" if flow.name and flow.name != flow.id else flow.id)
+                    for flow in flows]
+        except Exception:  # noqa: BLE001 - no agent configured: fall back to the values in use
+            values = (
+                Conversation.objects.filter(asking_flow__isnull=False)
+                .order_by("asking_flow")
+                .values_list("asking_flow", flat=True)
+                .distinct()
+            )
+            return [(value, value) for value in values]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(asking_flow=self.value()) if self.value() else queryset
+
+
+class SilencedFilter(admin.SimpleListFilter):
+    title = _("silenced")
+    parameter_name = "silenced"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("yes", _("Yes")), ("no", _("No"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "yes":
+            return queryset.filter(silenced_reason__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(silenced_reason__isnull=True)
+        return queryset
+
+
+class ConversationChangeList(ChangeList):
+    """The list never loads the blob: every column it shows is a derived, indexed column."""
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet:
+        return super().get_queryset(request, exclude_parameters).defer("blob")
+
+
+def _next_wake() -> Subquery:
+    pending = Wake.objects.filter(conversation=OuterRef("pk")).exclude(state=Wake.State.DONE).order_by("at")
+    return Subquery(pending.values("at")[:1])
+
+
+# ---------------------------------------------------------------------------------------------
+# The conversation page's sections (plain data for the template)
+# ---------------------------------------------------------------------------------------------
+
+
+def _time(value: Any) -> datetime | None:
+    return try_parse_iso(value) if isinstance(value, str) else None
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _compact(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def transcript_of(conversation_id: str, limit: int = TRANSCRIPT_LIMIT) -> tuple[list[dict[str, Any]], int]:
+    """The most recent `limit` items, oldest first, as chat bubbles; and the total count."""
+    rows = list(HistoryItem.objects.filter(conversation_id=conversation_id).order_by("-id")[:limit])
+    rows.reverse()
+    total = len(rows)
+    if total == limit:
+        total = HistoryItem.objects.filter(conversation_id=conversation_id).count()
+    bubbles = []
+    for row in rows:
+        if row.role == HistoryItem.Role.USER:
+            who, label, author = "customer", _("customer"), ""
+        elif row.kind == handoff.HUMAN_KIND:
+            author = (row.message_key or "").removeprefix(f"{handoff.HUMAN_KIND}:")
+            who, label = "human", _("human agent")
+        elif row.role == HistoryItem.Role.ASSISTANT:
+            who, label, author = "assistant", _("assistant"), ""
+        else:
+            who, label, author = "system", _("system"), ""
+        bubbles.append({
+            "who": who,
+            "label": label,
+            "author": author,
+            "text": row.content,
+            "at": row.sent_at or row.at,
+            "send_status": row.send_status or "",
+            "send_status_label": row.get_send_status_display() if row.send_status else "",
+            "send_error": row.send_error,
+            "step": f"{row.run_id or ''} · {row.step_id}" if row.step_id else "",
+        })
+    return bubbles, total
+
+
+def runs_of(session: Any) -> list[dict[str, Any]]:
+    runs = []
+    for run in session.runs:
+        waiting = run.waiting
+        runs.append({
+            "id": run.id,
+            "flow": run.flow_id,
+            "step": run.step_id,
+            "status": run.status,
+            "waiting_until": _time(waiting.until) if waiting else None,
+            "waiting_for": (waiting.event or waiting.kind) if waiting else "",
+            "asked": sorted(run.asked.items()),
+            "visits": sorted(run.visits.items()),
+            "started_at": _time(run.started_at),
+            "trigger": f"{run.trigger.kind}:{run.trigger.key}",
+        })
+    return runs
+
+
+def outcomes_timeline(conversation_id: str, turns: int = TIMELINE_TURNS) -> list[dict[str, Any]]:
+    """Every outcome line (and skipped trigger) of the last `turns` inputs, newest first."""
+    records = TurnRecord.objects.filter(conversation_id=conversation_id).order_by("-id").only(
+        "id", "kind", "input_key", "status", "received_at", "outcomes", "skipped", "llm_calls", "error"
+    )[:turns]
+    lines: list[dict[str, Any]] = []
+    for record in records:
+        source = f"{record.kind}:{record.input_key}"
+        entries: list[dict[str, Any]] = []
+        for outcome in record.outcomes or []:
+            entries.append({
+                "at": _time(outcome.get("at")) or record.received_at,
+                "flow": outcome.get("flowId") or "",
+                "step": outcome.get("stepId") or "",
+                "kind": outcome.get("kind") or "",
+                "status": outcome.get("status") or "",
+                "code": outcome.get("code") or "",
+                "message": outcome.get("message") or "",
+                "detail": outcome.get("detail") or "",
+                "next": outcome.get("next") or "",
+                "until": _time(outcome.get("until")),
+                "source": source,
+            })
+        for skipped in record.skipped or []:
+            entries.append({
+                "at": record.received_at,
+                "flow": skipped.get("flowId") or "",
+                "step": "",
+                "kind": "trigger",
+                "status": "skipped",
+                "code": skipped.get("code") or "",
+                "message": skipped.get("message") or "",
+                "detail": skipped.get("triggerKey") or "",
+                "next": "",
+                "until": None,
+                "source": source,
+            })
+        if record.error:
+            entries.append({
+                "at": record.received_at, "flow": "", "step": "", "kind": "turn", "status": record.status,
+                "code": record.status, "message": record.error, "detail": "", "next": "", "until": None,
+                "source": source,
+            })
+        lines.extend(reversed(entries))  # within one turn, the last line is the newest
+    return lines
+
+
+def wakes_of(conversation_id: str, session: Any) -> tuple[list[dict[str, Any]], str]:
+    """Stored wakes not yet fired, merged with what `agent.pending_wakes` computes now."""
+    wakes: dict[str, dict[str, Any]] = {}
+    for wake in Wake.objects.filter(conversation_id=conversation_id).exclude(state=Wake.State.DONE).order_by("at"):
+        wakes[wake.key] = {"key": wake.key, "at": wake.at, "state": wake.get_state_display(), "computed": False}
+    problem = ""
+    if session is not None:
+        try:
+            from . import conf
+
+            computed = conf.get_agent().pending_wakes(
+                session=session, context=host.context_for(conversation_id, session, {})
+            )
+        except Exception as exc:  # noqa: BLE001 - the page must render without a working agent
+            problem = f"{type(exc).__name__}: {exc}"
+            computed = []
+        for entry in computed:
+            found = wakes.setdefault(entry.key, {"key": entry.key, "at": entry.at, "state": "", "computed": True})
+            found["computed"] = True
+    return sorted(wakes.values(), key=lambda w: (w["at"] is None, w["at"])), problem
+
+
+# ---------------------------------------------------------------------------------------------
+# The admin
+# ---------------------------------------------------------------------------------------------
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    change_form_template = "admin/falai_django/conversation/change_form.html"
+    list_display = (
+        "id",
+        "status_badge",
+        "flow_step",
+        "human_owner",
+        "silenced_reason",
+        "last_user_at",
+        "last_assistant_at",
+        "next_wake",
+    )
+    list_filter = (StatusFilter, FlowFilter, ("human_owner", admin.AllValuesFieldListFilter), SilencedFilter)
+    search_fields = ("id", "blob__data", "history__content")
+    search_help_text = _("Search by conversation id, a collected value or words from the transcript.")
+    ordering = ("-last_user_at",)
+    list_per_page = 50
+    show_full_result_count = False  # one COUNT on a filtered 100,000-row table is enough
+    actions = ("silence_selected", "give_back_selected")
+    fields = (
+        ("id", "status_badge"),
+        ("flow_step", "waiting_until"),
+        ("human_owner", "silenced_reason"),
+        ("last_user_at", "last_assistant_at"),
+        ("version", "created_at", "updated_at"),
+    )
+    readonly_fields = tuple(name for line in fields for name in line)
+
+    # -- permissions: the blob is never edited here; handoff has its own permissions ------
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_handoff_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(f"{self.opts.app_label}.{HANDOFF_CODENAME}")
+
+    def has_reply_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(f"{self.opts.app_label}.{REPLY_CODENAME}")
+
+    # -- the list ---------------------------------------------------------------------------
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(next_wake_at=_next_wake())
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ConversationChangeList
+
+    @admin.display(description=_("status"))
+    def status_badge(self, obj: Conversation) -> str:
+        status = conversation_status(obj)
+        return format_html('<span class="falai-status falai-status-{}">{}</span>', status, STATUS_LABELS[status])
+
+    @admin.display(description=_("flow · step"), ordering="asking_flow")
+    def flow_step(self, obj: Conversation) -> str | None:
+        if not obj.asking_flow:
+            return None
+        return f"{obj.asking_flow} · {obj.asking_step}" if obj.asking_step else obj.asking_flow
+
+    @admin.display(description=_("next wake"), ordering="next_wake_at")
+    def next_wake(self, obj: Conversation) -> Any:
+        return getattr(obj, "next_wake_at", None)
+
+    # -- the page ---------------------------------------------------------------------------
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        obj = self.get_object(request, unquote(object_id))
+        context = dict(extra_context or {})
+        if obj is not None and self.has_view_or_change_permission(request, obj):
+            context.update(self.conversation_context(request, obj))
+        return super().change_view(request, object_id, form_url, extra_context=context)
+
+    def conversation_context(self, request: HttpRequest, obj: Conversation) -> dict[str, Any]:
+        from .stores.django import read_blob
+
+        blob = Conversation.objects.filter(pk=obj.pk).values_list("blob", flat=True).first()
+        try:
+            session = read_blob(blob, obj.pk)
+            invalid = ""
+        except InvalidSessionError as exc:
+            session, invalid = None, str(exc)
+        transcript, transcript_total = transcript_of(obj.pk)
+        wakes, wakes_problem = wakes_of(obj.pk, session)
+        handoff_state = host.handoff_of(session)
+        return {
+            "falai": {
+                "status": conversation_status(obj),
+                "status_label": STATUS_LABELS[conversation_status(obj)],
+                "invalid": invalid,
+                "handoff": handoff_state,
+                "handoff_at": _time(handoff_state.get("at")) if handoff_state else None,
+                "transcript": transcript,
+                "transcript_total": transcript_total,
+                "data": [(name, _compact(value)) for name, value in session.data.items()] if session else [],
+                "runs": runs_of(session) if session else [],
+                "outcomes": outcomes_timeline(obj.pk),
+                "wakes": wakes,
+                "wakes_problem": wakes_problem,
+                "raw": _pretty(blob),
+                "can_handoff": self.has_handoff_permission(request, obj),
+                "can_reply": self.has_reply_permission(request, obj),
+                "understand_default": handoff.understand_by_default(),
+                "me": request.user.get_username(),
+                "urls": {op.replace("-", "_"): self.operation_url(obj.pk, op) for op in OPERATIONS},
+            }
+        }
+
+    # -- handoff operations (POST only) -------------------------------------------------------
+    def get_urls(self) -> list[Any]:
+        own = [
+            path(
+                "<path:object_id>/handoff/<slug:operation>/",
+                self.admin_site.admin_view(self.operation_view),
+                name=f"{self.opts.app_label}_{self.opts.model_name}_handoff",
+            )
+        ]
+        return own + super().get_urls()  # before the catch-all "<path:object_id>/" redirect
+
+    def operation_url(self, pk: str, operation: str) -> str:
+        return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_handoff", args=[quote(pk), operation],
+                       current_app=self.admin_site.name)
+
+    def change_url(self, pk: str, anchor: str = "") -> str:
+        url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[quote(pk)],
+                      current_app=self.admin_site.name)
+        return url + (f"#{anchor}" if anchor else "")
+
+    def operation_view(self, request: HttpRequest, object_id: str, operation: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        spec = OPERATIONS.get(operation)
+        if spec is None:
+            from django.http import Http404
+
+            raise Http404(operation)
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        permission, run, anchor = spec
+        if not self.has_view_permission(request, obj) or not permission(self, request, obj):
+            raise PermissionDenied
+        try:
+            note = run(self, request, obj)
+        except InvalidSessionError as exc:
+            self.message_user(request, gettext("Nothing was changed: this conversation's session blob is invalid "
+                                               "(%(error)s).") % {"error": exc}, messages.ERROR)
+        except (handoff.HandoffError, ValueError) as exc:
+            self.message_user(request, gettext("Nothing was changed: %(error)s.") % {"error": exc}, messages.ERROR)
+        else:
+            self.log_change(request, obj, note)
+            self.message_user(request, note, messages.SUCCESS)
+        return HttpResponseRedirect(self.change_url(obj.pk, anchor))
+
+    def _take_over(self, request: HttpRequest, obj: Conversation) -> str:
+        owner = request.user.get_username()
+        understand = request.POST.get("understand") == "on"
+        handoff.take_over(obj.pk, owner, understand=understand)
+        if understand:
+            return gettext("Took over as %(owner)s (fields keep landing).") % {"owner": owner}
+        return gettext("Took over as %(owner)s.") % {"owner": owner}
+
+    def _silence(self, request: HttpRequest, obj: Conversation) -> str:
+        reason = request.POST.get("reason", "").strip()
+        mode = request.POST.get("mode") or "stop"
+        if mode not in SILENCE_MODES:
+            raise handoff.HandoffError(gettext("unknown silence form %(mode)s") % {"mode": mode})
+        if not reason:
+            raise handoff.HandoffError(gettext("a silence needs a reason"))
+        handoff.silence(obj.pk, reason, mode=mode)
+        return gettext("Silenced: %(reason)s (%(mode)s).") % {"reason": reason, "mode": SILENCE_MODES[mode]}
+
+    def _give_back(self, request: HttpRequest, obj: Conversation) -> str:
+        handoff.give_back(obj.pk)
+        return gettext("Gave the conversation back to the assistant.")
+
+    def _reply(self, request: HttpRequest, obj: Conversation) -> str:
+        text = request.POST.get("text", "").strip()
+        if not text:
+            raise handoff.HandoffError(gettext("a reply needs text"))
+        reply = handoff.reply_as_human(obj.pk, text, author=request.user.get_username())
+        if reply.event is None:
+            self.message_user(request, gettext("The agent registers no outbound event, so the engine was not told "
+                                               "of this reply: silence timers were not re-armed."), messages.WARNING)
+        return gettext("Replied as %(author)s: %(text)s") % {"author": request.user.get_username(), "text": text}
+
+    def _fire_wake(self, request: HttpRequest, obj: Conversation) -> str:
+        key = request.POST.get("key", "")
+        result = handoff.fire_wake_now(obj.pk, key)
+        codes = ", ".join(o.code for o in (result.result.outcomes if result.result else []) if o.code)
+        if result.changed:
+            return gettext("Fired wake %(key)s now.") % {"key": key}
+        if result.status in ("retry", "failed"):
+            return gettext("Fired wake %(key)s now; the turn could not finish (%(status)s: %(error)s).") % {
+                "key": key, "status": result.status, "error": result.error}
+        return gettext("Fired wake %(key)s now; it changed nothing (%(codes)s).") % {
+            "key": key, "codes": codes or result.status}
+
+    def _requeue(self, request: HttpRequest, obj: Conversation) -> str:
+        report = handoff.requeue_wakes(obj.pk)
+        if report.get("failed"):
+            raise handoff.HandoffError(gettext("the agent could not compute this conversation's wakes"))
+        return ngettext("Re-enqueued %(count)d wake.", "Re-enqueued %(count)d wakes.", report["wakes"]) % {
+            "count": report["wakes"]}
+
+    # -- bulk actions on the list -----------------------------------------------------------
+    @admin.action(permissions=["handoff"], description=_("Silence the selected conversations"))
+    def silence_selected(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        reason = request.POST.get("reason", "").strip()
+        mode = request.POST.get("mode") or "stop"
+        if request.POST.get("confirm") != "yes" or not reason or mode not in SILENCE_MODES:
+            return TemplateResponse(request, "admin/falai_django/conversation/silence_selected.html", {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": gettext("Silence conversations"),
+                "select_across": request.POST.get("select_across", "0"),
+                "count": queryset.count(),
+                "ids": [] if request.POST.get("select_across") == "1" else list(queryset.values_list("pk", flat=True)),
+                "modes": list(SILENCE_MODES.items()),
+                "reason": reason,
+                "mode": mode,
+                "missing_reason": request.POST.get("confirm") == "yes" and not reason,
+                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            })
+        note = gettext("Silenced: %(reason)s (%(mode)s).") % {"reason": reason, "mode": SILENCE_MODES[mode]}
+        self._bulk(request, queryset, lambda pk: handoff.silence(pk, reason, mode=mode), note)
+        return None
+
+    @admin.action(permissions=["handoff"], description=_("Give the selected conversations back to the assistant"))
+    def give_back_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._bulk(request, queryset.filter(silenced_reason__isnull=False), handoff.give_back,
+                   gettext("Gave the conversation back to the assistant."))
+
+    def _bulk(self, request: HttpRequest, queryset: QuerySet, operation: Callable[[str], Any], note: str) -> None:
+        done: list[Conversation] = []
+        failed: list[str] = []
+        for obj in queryset.defer("blob"):
+            try:
+                operation(obj.pk)
+            except (InvalidSessionError, handoff.HandoffError, ValueError):
+                failed.append(obj.pk)
+            else:
+                done.append(obj)
+        if done:
+            LogEntry.objects.log_actions(user_id=request.user.pk, queryset=done, action_flag=CHANGE,
+                                         change_message=note, single_object=False)
+            self.message_user(request, ngettext("%(count)d conversation: %(note)s",
+                                                "%(count)d conversations: %(note)s", len(done))
+                              % {"count": len(done), "note": note}, messages.SUCCESS)
+        if failed:
+            self.message_user(request, gettext("Left unchanged (invalid session blob): %(ids)s")
+                              % {"ids": ", ".join(failed)}, messages.ERROR)
+
+
+SILENCE_MODES = {
+    "stop": _("stop: the whole run stops (zero model calls)"),
+    "skip": _("skip: talk and say steps are skipped, do steps still run"),
+    "understand": _("understand: fields keep landing, nothing is said"),
+}
+
+# operation slug -> (permission check, runner, anchor on the page to return to)
+OPERATIONS: dict[str, tuple[Callable[..., bool], Callable[..., str], str]] = {
+    "take-over": (ConversationAdmin.has_handoff_permission, ConversationAdmin._take_over, "handoff"),
+    "silence": (ConversationAdmin.has_handoff_permission, ConversationAdmin._silence, "handoff"),
+    "give-back": (ConversationAdmin.has_handoff_permission, ConversationAdmin._give_back, "handoff"),
+    "reply": (ConversationAdmin.has_reply_permission, ConversationAdmin._reply, "transcript"),
+    "fire-wake": (ConversationAdmin.has_handoff_permission, ConversationAdmin._fire_wake, "wakes"),
+    "requeue-wakes": (ConversationAdmin.has_handoff_permission, ConversationAdmin._requeue, "wakes"),
+}

@@ -1,0 +1,155 @@
+"""Handing a conversation to a human and back: the service functions the admin calls.
+
+Built only on `host`'s public functions, so the admin, the API and a management command can
+share them. (`host` should absorb them in time; see the module map.)
+
+- `take_over(session_id, owner)` — the conversation gets an owner and every later turn runs
+  with `silenced = "human: <owner>"` (the plain string: zero model calls, nothing said, `do`
+  steps still run, waits still resolve). With `understand=True` the form is
+  `{"reason": "human: <owner>", "understand": True}`: the understand call still runs, so
+  fields keep landing while the assistant says nothing. The default for `understand` is the
+  setting `FALAI["HANDOFF_UNDERSTAND"]` (False); the choice is stored per conversation (the
+  handoff's `mode`), so each take-over may choose.
+- `silence(session_id, reason, mode=...)` — pause the assistant with a reason and no owner.
+- `give_back(session_id)` — the assistant answers again from the next input on.
+- `reply_as_human(session_id, text, author=...)` — the text goes out through the sender, is
+  kept in the transcript as the human's (`role="assistant"`, `kind="human"`,
+  `message_key="human:<author>"`), and is fed to the engine as the agent's outbound event
+  (engine-authoring §6.2: it sets `lastAssistantAt`, so silence timers re-arm). The event is
+  `FALAI["HUMAN_REPLY_EVENT"]` when set, else the first event the agent registers with
+  `direction="outbound"`; with neither, the reply is still sent and stored, and the result
+  says no event was fed.
+- `fire_wake_now(session_id, key)` — run `turn(wake=key)` now (a stale key changes nothing).
+- `requeue_wakes(session_id)` — rebuild the conversation's wakes from `agent.pending_wakes`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from . import conf, host
+
+HUMAN_KIND = "human"  # HistoryItem.kind of a message a person wrote (the engine's are 'ai' | 'verbatim')
+HUMAN_REASON_PREFIX = "human: "
+
+
+class HandoffError(ValueError):
+    """The operation cannot run on this conversation (its message says why)."""
+
+
+@dataclass
+class HumanReply:
+    """What `reply_as_human` did: the stored item, and the outbound event turn (None without one)."""
+
+    item_id: int
+    event: str | None
+    turn: host.HostResult | None
+
+
+def understand_by_default() -> bool:
+    """Whether a take-over keeps the understand call when the operator does not say."""
+    return bool(conf.falai_settings().get("HANDOFF_UNDERSTAND", False))
+
+
+def human_reason(owner: str) -> str:
+    return f"{HUMAN_REASON_PREFIX}{owner}"
+
+
+def load_session(session_id: str) -> Any:
+    """The conversation's session; raises `InvalidSessionError` for a broken blob (never fixed)."""
+    from .stores.django import DjangoStore
+
+    session = DjangoStore().load(session_id)
+    if session is None:
+        raise HandoffError(f"conversation {session_id!r} does not exist")
+    return session
+
+
+def take_over(session_id: str, owner: str, *, understand: bool | None = None) -> Any:
+    """A human owns the conversation: later turns are silenced with `human: <owner>`."""
+    if not owner:
+        raise HandoffError("a take-over needs the owner's name")
+    load_session(session_id)
+    if understand is None:
+        understand = understand_by_default()
+    mode = "understand" if understand else "stop"
+    return host.silence(session_id, human_reason(owner), owner=owner, mode=mode)
+
+
+def silence(session_id: str, reason: str, *, mode: str = "stop") -> Any:
+    """Pause the assistant with a reason (no owner). `mode`: stop | skip | understand."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise HandoffError("a silence needs a reason")
+    load_session(session_id)
+    return host.silence(session_id, reason, mode=mode)
+
+
+def give_back(session_id: str) -> Any:
+    """The assistant answers again from the next input on."""
+    load_session(session_id)
+    return host.unsilence(session_id)
+
+
+def outbound_event(agent: Any = None) -> str | None:
+    """The event a human's reply is fed to the engine as (see the module docstring)."""
+    configured = conf.falai_settings().get("HUMAN_REPLY_EVENT")
+    if configured:
+        return str(configured)
+    agent = agent or conf.get_agent()
+    for name, event in (getattr(agent, "events", None) or {}).items():
+        if getattr(event, "direction", None) == "outbound":
+            return name
+    return None
+
+
+def reply_as_human(session_id: str, text: str, *, author: str, agent: Any = None) -> HumanReply:
+    """Send `text` as the human `author`, keep it in the transcript, and tell the engine."""
+    from .models import HistoryItem
+    from .sending import enqueue_send
+
+    text = (text or "").strip()
+    if not text:
+        raise HandoffError("a reply needs text")
+    load_session(session_id)
+    agent = agent or conf.get_agent()
+    event = outbound_event(agent)
+    key = f"{HUMAN_KIND}:{uuid.uuid4().hex}"
+    now = timezone.now()
+    with transaction.atomic():
+        record = host.receive(session_id, {"event": event, "key": key}, agent=agent) if event else None
+        item = HistoryItem.objects.create(
+            conversation_id=session_id,
+            role=HistoryItem.Role.ASSISTANT,
+            content=text,
+            message_key=f"{HUMAN_KIND}:{author}"[:1024],
+            at=now,
+            turn=record,
+            kind=HUMAN_KIND,
+            emission_key=key,
+            idempotency_key=host.idempotency_key(session_id, key),
+            send_status=HistoryItem.SendStatus.PENDING,
+            queued_at=now,
+        )
+        transaction.on_commit(lambda: enqueue_send(session_id))
+    turn = host.process(record, agent=agent) if record is not None else None
+    return HumanReply(item_id=item.pk, event=event, turn=turn)
+
+
+def fire_wake_now(session_id: str, key: str, *, agent: Any = None) -> host.HostResult:
+    """Run the wake now instead of at its time. The engine drops a stale one (`changed: false`)."""
+    if not key:
+        raise HandoffError("a wake needs its key")
+    load_session(session_id)
+    return host.handle(session_id, {"wake": key}, agent=agent)
+
+
+def requeue_wakes(session_id: str, *, agent: Any = None) -> dict[str, int]:
+    """Rebuild this conversation's wakes from `agent.pending_wakes` (safe to run twice)."""
+    load_session(session_id)
+    return host.requeue_wakes(session_ids=[session_id], agent=agent)
