@@ -1,0 +1,110 @@
+"""Ana, the demo agent: the triage of "Go to production", plus a silence follow-up and an event.
+
+`FALAI = {"AGENT": "project.agents.ana"}` points here. `ana` is built on first use (a module
+`__getattr__`), so importing this module or the settings never needs a key or the network.
+
+- **Provider.** `GeminiProvider` when `GEMINI_API_KEY` is set; otherwise the package's
+  `OfflineProvider` (deterministic, no network, every reply marked "[offline]").
+- **Triagem** is Ana exactly as the page writes her: `nome`, `empresa`, `tamanho`,
+  `confirmado`, and the confirm loop back to `quem`.
+- **Lembrete** (silence): ten minutes after Ana last spoke with no answer, she nudges once.
+- **Agenda** (event `demo_agendada`, payload `{"quando": "..."}`): she confirms the demo at
+  once, then a one-day timer sends a reminder.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from falai_django import GeminiProvider, falai
+from falai_django.providers.offline import OfflineProvider
+
+GEMINI_MODEL = "gemini-2.5-flash"
+
+f = falai().fields({
+    "nome": {"type": "string", "ask": "Pergunte o nome da pessoa, sem tom de formulário."},
+    "empresa": {"type": "string", "ask": "Pergunte de qual empresa a pessoa fala."},
+    "tamanho": {
+        "type": "string",
+        "enum": ["1-10", "11-50", "51-200", "200+"],
+        "ask": "Pergunte quantas pessoas trabalham lá e ofereça as faixas.",
+    },
+    "confirmado": {"type": "boolean", "ask": "Resuma em uma frase o que anotou e pergunte se está tudo certo."},
+})
+
+TRIAGEM = f.flow({
+    "id": "triagem",
+    "name": "Triagem",
+    "on": [{"message": []}],
+    "steps": [
+        {"id": "quem", "prompt": "Descubra quem é e de onde fala.", "collect": ["nome", "empresa"]},
+        {"id": "porte", "collect": ["tamanho"], "maxAsks": 2},
+        {"id": "confirma", "collect": ["confirmado"]},
+        {"id": "ok", "if": {"equals": {"confirmado": True}}, "else": {"step": "quem", "clear": ["confirmado"]}},
+        {"id": "tchau", "prompt": "Agradeça e diga que um vendedor continua daqui."},
+    ],
+})
+
+LEMBRETE = f.flow({
+    "id": "lembrete",
+    "name": "Lembrete",
+    "description": "Traz de volta quem ficou em silêncio.",
+    "on": [{"silence": "10m"}],
+    "steps": [
+        {"id": "onde", "if": {"equals": {"confirmado": True}}, "else": "retoma"},
+        {"id": "depois", "say": "Oi de novo! Um vendedor já está com o seu contato. Ficou alguma dúvida?",
+         "then": "end"},
+        {"id": "retoma", "say": "Oi! Ainda está por aí? Quando quiser, seguimos a triagem de onde paramos."},
+    ],
+})
+
+AGENDA = f.flow({
+    "id": "agenda",
+    "name": "Agenda",
+    "description": "A demonstração foi marcada no sistema de vendas.",
+    "on": [{"event": "demo_agendada"}],
+    "steps": [
+        {"id": "avisa", "say": "Prontinho! Sua demonstração ficou marcada para {{input.quando}}. Te lembro na véspera."},
+        {"id": "vespera", "wait": "1d"},
+        {"id": "lembra", "say": "Lembrete: a sua demonstração é {{input.quando}}. Até lá!"},
+    ],
+})
+
+
+def make_provider(api_key: str | None = None) -> Any:
+    """Gemini with a key, the offline provider without one."""
+    key = os.environ.get("GEMINI_API_KEY", "") if api_key is None else api_key
+    if key:
+        return GeminiProvider(api_key=key, model=os.environ.get("GEMINI_MODEL", GEMINI_MODEL))
+    try:  # how slowly the offline replies stream in, so the demo shows streaming
+        delay_ms = max(0.0, float(os.environ.get("FALAI_OFFLINE_DELAY_MS", "12")))
+    except ValueError:
+        delay_ms = 12.0
+    return OfflineProvider(language="pt", chunk_delay_s=delay_ms / 1000)
+
+
+def build_ana(provider: Any = None, clock: Any = None) -> Any:
+    """A fresh Ana (tests pass their own provider and clock)."""
+    return f.agent(
+        name="Ana",
+        provider=provider if provider is not None else make_provider(),
+        flows=[TRIAGEM, LEMBRETE, AGENDA],
+        events={
+            "demo_agendada": f.event(),
+            # A human's reply from the admin counts as Ana speaking (silence timers re-arm).
+            "humano_respondeu": f.event(direction="outbound"),
+        },
+        clock=clock,
+    )
+
+
+_built: dict[str, Any] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ana":
+        if "ana" not in _built:
+            _built["ana"] = build_ana()
+        return _built["ana"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
