@@ -1,0 +1,37 @@
+"""`pending_wakes`: every wake a saved session waits on (engine-turn.md §6).
+
+A pure query for rebuilding a lost queue (a flushed Redis, sessions lifted from 3.x): the
+parked runs' own wakes, then the silence wakes counted from `lastAssistantAt`, judged on the
+context and claims passed in. No `replaces`, no model call, nothing changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .jstime import from_ms, parse_iso
+from .keys import silence_wake
+from .runner import Runner
+from .session import ScheduleEntry, Session
+
+
+def pending_wakes(agent: Any, *, session: Any, context: Any = None, anchors: Any = None, claims: Any = None,
+                  silenced: Any = None) -> list[ScheduleEntry]:
+    if session is None:
+        return []
+    if not isinstance(session, Session):
+        session = Session.from_json(dict(session))
+    runner = Runner(agent, session_id=session.id, kind="wake", what={"key": ""}, session=session, context=context,
+                    history=None, silenced=silenced, anchors=anchors, claims=claims, now=agent.clock())
+    out: list[ScheduleEntry] = []
+    for run in runner.session.runs:
+        waiting = run.waiting
+        if run.status == "waiting" and waiting is not None and waiting.key and waiting.until:
+            out.append(ScheduleEntry.model_construct(key=waiting.key, at=parse_iso(waiting.until), replaces=None))
+    ms_text = runner.session.last_assistant_at
+    for flow, at_ms in runner.silence_wakes():
+        from .jstime import iso_to_ms
+
+        key = silence_wake(flow.id, runner.session.id, iso_to_ms(ms_text))
+        out.append(ScheduleEntry.model_construct(key=key, at=from_ms(at_ms), replaces=None))
+    return out

@@ -1,0 +1,273 @@
+"""The understand call (engine-turn.md §3.4, persistence-and-LLM note §6.2).
+
+At most one provider call per message turn, schema name "understand", never streamed, never
+with tools. A provider failure here is not caught: `turn()` raises it and nothing was applied.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from falai_django.providers.base import GenerateInput, GenerateParameters, read_usage
+from falai_django.providers.jsonparse import envelope_of
+
+from . import keys
+from .fields import coerce_field, js_number, to_wire_schema
+from .prompt import Aliases, cached_prefix, describe_field, facts_section, join_sections
+from .runner import Runner, Understanding, UnderstandRequest, call_provider
+from .templates import render, scope_of
+
+SECTIONS = ("flows", "mentions", "extract", "branches", "fields", "asks")
+
+
+def _closed(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+class UnderstandCall:
+    """Builds the prompt and envelope of one understand request and reads the reply."""
+
+    def __init__(self, runner: Runner, request: UnderstandRequest) -> None:
+        self.runner = runner
+        self.request = request
+        self.aliases = Aliases()
+        agent = runner.agent
+        self.agent = agent
+        scope = scope_of(runner.session.data, runner.context)
+        self.scope = scope
+        candidates = []
+        if request.floor_flow is not None:
+            candidates.append(request.floor_flow)
+        for flow in request.message_flows:
+            if flow not in candidates:
+                candidates.append(flow)
+        self.candidates = candidates
+        a = self.aliases
+        self.flow_wire = {f.id: a.alias("flows", f.id, "f") for f in candidates}
+        self.mention_wire = {f.id: a.alias("flows", f.id, "f") for f, _ in request.mention_flows}
+        self.branch_wire = {
+            keys.branch_key(run.id, step.id, b.index): a.alias("branches", keys.branch_key(run.id, step.id, b.index),
+                                                               "q", force=True)
+            for run, step, b in request.branches
+        }
+        self.field_wire = {slug: a.alias("fields", slug, "d") for slug in request.fields}
+
+    @property
+    def skippable(self) -> bool:
+        """`Understand.run` shortcut (§3.4.3): nothing to judge but the floor itself."""
+        r = self.request
+        if r.mention_flows or r.branches or r.fields:
+            return False
+        limit = 1 if r.floor_run is not None else 0
+        return len(self.candidates) <= limit
+
+    # ------------------------------------------------------------------ envelope
+    def schema(self) -> dict[str, Any]:
+        props: dict[str, Any] = {}
+        if self.candidates:
+            props["flows"] = _closed({
+                wire: {"type": ["integer", "null"], "description": "0-100: how clearly the customer wants this flow"}
+                for wire in self.flow_wire.values()})
+        if self.request.mention_flows:
+            props["mentions"] = _closed({wire: {"type": ["boolean", "null"]} for wire in self.mention_wire.values()})
+            extract = {self.mention_wire[f.id]: to_wire_schema(t.extract, nullable=True)
+                       for f, t in self.request.mention_flows if t.extract}
+            if extract:
+                props["extract"] = _closed(extract)
+        if self.branch_wire:
+            props["branches"] = _closed({wire: {"type": ["boolean", "null"]} for wire in self.branch_wire.values()})
+        if self.field_wire:
+            fields = self.agent.fields
+            props["fields"] = _closed({
+                wire: to_wire_schema({slug: fields[slug]}, nullable=True)["properties"][slug]
+                for slug, wire in self.field_wire.items()})
+        if self.request.judge_asks:
+            props["asks"] = {"type": ["boolean", "null"],
+                             "description": "Does the customer's latest message ask something?"}
+        return _closed(props)
+
+    # ------------------------------------------------------------------ prompt
+    def prompt(self) -> tuple[str | None, str]:
+        runner, request, scope = self.runner, self.request, self.scope
+        system, inline = cached_prefix(self.agent, runner.index.speak_cache, scope)
+        parts: list[str | None] = [inline]
+        parts.append(
+            "## Task\nJudge the customer's latest message (quoted below) in the light of the conversation. "
+            "Only the customer's own words count as evidence. Answer with one JSON object shaped as under "
+            '"Output".')
+        if request.floor_flow is not None and request.floor_run is not None:
+            flow = request.floor_flow
+            lines = [f'The customer is in the middle of "{flow.name}" ({flow.id}).']
+            if flow.description:
+                lines.append(render(flow.description, scope))
+            step = flow.step(request.floor_run.step_id)
+            if step is not None and step.kind == "talk":
+                lines.append(f"Current step: {step.id} — {render(step.prompt or '', scope)}".rstrip(" —"))
+                pending = runner.pending_of(request.floor_run, step)
+                if pending:
+                    lines.append("This step is waiting for:")
+                    lines.extend(f"- {describe_field(s, self.agent.fields.get(s))}" for s in pending)
+            lines.append("The customer may carry on here or switch topics: score this flow like any other.")
+            parts.append("## Current flow\n" + "\n".join(lines))
+        parts.append(facts_section(self.agent.fields, runner.session.data))
+        if self.candidates:
+            lines = ["Score every flow from 0 to 100, the current one included."]
+            for n, flow in enumerate(self.candidates, 1):
+                desc = render(flow.description, scope) if flow.description else ""
+                lines.append(f"{n}. {self.flow_wire[flow.id]} — {flow.name}" + (f": {desc}" if desc else ""))
+                trigger = runner.index.message_trigger.get(flow.id)
+                if trigger is not None:
+                    if trigger.counts:
+                        lines.append("   The customer: " + "; ".join(render(p, scope) for p in trigger.counts))
+                    if trigger.excludes:
+                        lines.append("   Score 0 when: " + "; ".join(render(p, scope) for p in trigger.excludes))
+            lines.append("Scale: 90-100 explicit keywords and a clear intent; 70-89 strong evidence from context; "
+                         "50-69 moderate evidence; 30-49 weak or ambiguous; 0-29 little or none.")
+            parts.append("## Flows the customer may want\n" + "\n".join(lines))
+        if request.mention_flows:
+            lines = ["Answer true only on clear, explicit evidence. The phrases are alternatives; a "
+                     '"Does not count when" line overrides a match.']
+            for flow, trigger in request.mention_flows:
+                desc = render(flow.description, scope) if flow.description else ""
+                lines.append(f"- {self.mention_wire[flow.id]} — {flow.name}" + (f": {desc}" if desc else ""))
+                if trigger.counts:
+                    lines.append("  Counts when: " + "; ".join(render(p, scope) for p in trigger.counts))
+                if trigger.excludes:
+                    lines.append("  Does not count when: " + "; ".join(render(p, scope) for p in trigger.excludes))
+                if trigger.extract:
+                    lines.append("  When true, also extract:")
+                    for name, d in trigger.extract.items():
+                        d = d or {}
+                        label = f"{name} (list of {(d.get('items') or {}).get('type', 'string')})" \
+                            if d.get("type") == "array" else f"{name} ({d.get('type', 'string')})"
+                        lines.append(f"  - {label}" + (f": {d['description']}" if d.get("description") else ""))
+            parts.append("## Things the customer may mention\n" + "\n".join(lines))
+        if self.branch_wire:
+            lines = ["Answer each one true or false, in context."]
+            for run, step, branch in request.branches:
+                wire = self.branch_wire[keys.branch_key(run.id, step.id, branch.index)]
+                lines.append(f"- {wire}: {render(branch.when or '', scope)}")
+            parts.append("## Questions about this message\n" + "\n".join(lines))
+        if self.field_wire:
+            lines = ["Report a value only when the customer gave it in this message; never infer it from what "
+                     "the assistant said. Use null otherwise."]
+            lines.extend(f"- {describe_field(wire, self.agent.fields.get(slug))}"
+                         for slug, wire in self.field_wire.items())
+            parts.append("## Details the customer may have given\n" + "\n".join(lines))
+        parts.append(f'## Customer\'s latest message\n"""\n{request.text}\n"""')
+        parts.append(self.output_section())
+        return system, join_sections(*parts)
+
+    def output_section(self) -> str:
+        lines = ["Reply with exactly one JSON object: no prose, no code fences. Every key is required; use null "
+                 "where nothing applies."]
+        skeleton: dict[str, Any] = {}
+        if self.candidates:
+            lines.append('- "flows": a 0-100 score per flow.')
+            skeleton["flows"] = {w: 0 for w in self.flow_wire.values()}
+        if self.request.mention_flows:
+            lines.append('- "mentions": true or false per thing the customer may mention.')
+            skeleton["mentions"] = {w: False for w in self.mention_wire.values()}
+            extract = {self.mention_wire[f.id]: {name: None for name in t.extract}
+                       for f, t in self.request.mention_flows if t.extract}
+            if extract:
+                lines.append('- "extract": the values to pull out when a mention is true.')
+                skeleton["extract"] = extract
+        if self.branch_wire:
+            lines.append('- "branches": true or false per question.')
+            skeleton["branches"] = {w: False for w in self.branch_wire.values()}
+        if self.field_wire:
+            lines.append('- "fields": the details the customer gave, null for the rest.')
+            skeleton["fields"] = {w: None for w in self.field_wire.values()}
+        if self.request.judge_asks:
+            lines.append('- "asks": true when the customer\'s message asks something, else false.')
+            skeleton["asks"] = False
+        lines.append("Shape, with placeholder values:\n" + json.dumps(skeleton, ensure_ascii=False,
+                                                                       separators=(",", ":")))
+        return "## Output\n" + "\n".join(lines)
+
+    # ------------------------------------------------------------------ reply
+    def parse(self, structured: Any, message: str | None, usage: dict[str, int] | None) -> Understanding:
+        out = Understanding(llm_calls=1, usage=usage)
+        envelope = structured if _usable(structured) else envelope_of(None, message)
+        if not _usable(envelope):
+            return out
+        a = self.aliases
+        flows = envelope.get("flows")
+        if isinstance(flows, dict):
+            for wire, value in flows.items():
+                score = _score(value)
+                if score is not None:
+                    out.flows[a.real("flows", wire)] = score
+        mentions = envelope.get("mentions")
+        if isinstance(mentions, dict):
+            for wire, value in mentions.items():
+                b = _boolean(value)
+                if b is not None:
+                    out.mentions[a.real("flows", wire)] = b
+        extract = envelope.get("extract")
+        if isinstance(extract, dict):
+            for wire, values in extract.items():
+                if isinstance(values, dict):
+                    out.extract[a.real("flows", wire)] = {
+                        k: v for k, v in values.items() if v is not None and v != ""}
+        branches = envelope.get("branches")
+        if isinstance(branches, dict):
+            for wire, value in branches.items():
+                b = _boolean(value)
+                if b is not None:
+                    out.branches[a.real("branches", wire)] = b
+        fields = envelope.get("fields")
+        if isinstance(fields, dict):
+            for wire, value in fields.items():
+                if value is not None and value != "":
+                    out.fields[a.real("fields", wire)] = value
+        asks = _boolean(envelope.get("asks"))
+        if asks is not None:
+            out.asks = asks
+        return out
+
+
+def _usable(value: Any) -> bool:
+    return isinstance(value, dict) and any(k in value for k in SECTIONS)
+
+
+def _score(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        n = value
+    elif isinstance(value, str) and value.strip():
+        n = js_number(value.strip())
+    else:
+        return None
+    if not math.isfinite(n):
+        return None
+    return max(0, min(100, n))
+
+
+def _boolean(value: Any) -> bool | None:
+    if value is None:
+        return None
+    result = coerce_field({"type": "boolean"}, value)
+    return result if isinstance(result, bool) else None
+
+
+def build_input(call: UnderstandCall, history: list[Any]) -> GenerateInput:
+    system, prompt = call.prompt()
+    return GenerateInput(prompt=prompt, system=system, history=list(history), context=call.runner.context,
+                         parameters=GenerateParameters(json_schema=call.schema(), schema_name="understand"))
+
+
+def understand(runner: Runner, request: UnderstandRequest | None, history: list[Any]) -> Understanding | None:
+    """Run the understand call; None when no request was built. Provider errors propagate."""
+    if request is None:
+        return None
+    call = UnderstandCall(runner, request)
+    if call.skippable:
+        return Understanding()
+    provider = runner.agent.provider
+    output = call_provider(provider, build_input(call, history))
+    return call.parse(output.structured, output.message, read_usage(output.metadata))
