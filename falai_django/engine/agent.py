@@ -40,7 +40,7 @@ from typing import Any
 from .errors import FlowConfigurationError
 from .fields import FieldDef, check_field_defs, field_defs
 from .flows import Flow, Instruction, canonical_keys, instructions_from
-from .predicates import BUILT_IN_CONDITIONS, Condition, condition_check
+from .predicates import BUILT_IN_CONDITIONS, Condition, DefinitionLike, condition_check
 from .spec import check_predicate, validate_flow
 
 __all__ = ["Action", "Agent", "CompactionOptions", "Event", "Idle", "Tool", "DEFAULT_MAX_TOOL_LOOPS"]
@@ -56,8 +56,8 @@ def _problem(text: str) -> FlowConfigurationError:
 
 # --------------------------------------------------------------------------- registry entries
 
-@dataclass(frozen=True)
-class Action:
+@dataclass(frozen=True, eq=False)
+class Action(DefinitionLike):
     """A host action a `do` step runs.
 
     Attributes:
@@ -94,8 +94,8 @@ class Action:
         return cls(run=run, parameters=dict(params or {}), description=description)
 
 
-@dataclass(frozen=True)
-class Event:
+@dataclass(frozen=True, eq=False)
+class Event(DefinitionLike):
     """A named event. `direction`: "inbound" (counts as the customer speaking), "outbound"
     (counts as the assistant speaking) or None (neither)."""
 

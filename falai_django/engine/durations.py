@@ -14,7 +14,7 @@ from .errors import FlowConfigurationError
 
 __all__ = ["DURATION_RE", "UNIT_MS", "assert_duration", "is_duration", "parse_duration"]
 
-DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$", re.ASCII)  # JS \d is ASCII only
 
 UNIT_MS: dict[str, int] = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 

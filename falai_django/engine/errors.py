@@ -16,6 +16,11 @@ BACKUP_ELIGIBLE_KINDS = frozenset({"overload", "rate"})
 class FalaiError(Exception):
     """Base class of every error this package raises on purpose."""
 
+    @property
+    def name(self) -> str:
+        """The class name, as upstream's `error.name` (`"SessionConflictError"`, …)."""
+        return type(self).__name__
+
 
 class FlowConfigurationError(FalaiError):
     """An authoring error: never retry, fix the flow. The message names flow and step."""
@@ -103,6 +108,14 @@ class ProviderError(FalaiError):
     @property
     def is_backup_eligible(self) -> bool:
         return self.kind in BACKUP_ELIGIBLE_KINDS
+
+    @classmethod
+    def from_(cls, provider: str, error: BaseException) -> ProviderError:
+        """Upstream's static `ProviderError.from(provider, err)`: any failure as a classified
+        `ProviderError` (persistence-and-LLM note §5.4); an existing one passes through unchanged."""
+        from falai_django.providers.classify import classify_error
+
+        return classify_error(error, provider)
 
     def __reduce__(self):
         return (

@@ -110,7 +110,7 @@ def js_string(value: Any) -> str:
     return str(value)
 
 
-_JS_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)")
+_JS_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)", re.ASCII)
 _JS_RADIX = re.compile(r"0([xXoObB])([0-9a-fA-F]+)")
 _RADIX = {"x": 16, "o": 8, "b": 2}
 
@@ -143,21 +143,23 @@ def _js_numeric(x: float | int) -> float | int:
     return x
 
 
-def _json_ready(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # JSON.stringify writes null for NaN/Infinity
-    if isinstance(value, Mapping):
-        return {str(k): _json_ready(v) for k, v in value.items() if v is not UNSET}
-    if isinstance(value, (list, tuple)):
-        return [None if v is UNSET else _json_ready(v) for v in value]
-    return value
-
-
 def js_json(value: Any) -> str:
-    """`JSON.stringify(value)`: compact, non-ASCII kept, integral floats without `.0`."""
-    return json.dumps(_json_ready(value), ensure_ascii=False, separators=(",", ":"), default=str)
+    """`JSON.stringify(value)`: compact, non-ASCII kept, numbers written as JavaScript writes
+    them (`1.0` → `1`, `1e16` → `10000000000000000`, `1e-6` → `0.000001`, NaN → `null`)."""
+    if value is UNSET:
+        return "null"
+    if value is None or isinstance(value, (str, bool)):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int):
+        return str(value) if abs(value) < 10**21 else _number_to_string(float(value))
+    if isinstance(value, float):
+        return _number_to_string(value) if math.isfinite(value) else "null"
+    if isinstance(value, Mapping):
+        items = (f"{json.dumps(str(k), ensure_ascii=False)}:{js_json(v)}" for k, v in value.items() if v is not UNSET)
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(js_json(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)
 
 
 def strict_equal(a: Any, b: Any) -> bool:

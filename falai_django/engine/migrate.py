@@ -23,7 +23,7 @@ from .session import Run, Session, Trigger, describe
 
 __all__ = ["migrate_session"]
 
-_DATE_PREFIX = re.compile(r"^\d{4}-\d{2}-\d{2}")
+_DATE_PREFIX = re.compile(r"^\d{4}-\d{2}-\d{2}", re.ASCII)
 LEGACY_TRIGGER_KEY = "legacy"
 _MISSING = object()
 
@@ -32,14 +32,17 @@ def migrate_session(
     blob: Any,
     *,
     session_id: str,
-    flow_id_of: Callable[[str], str],
+    flow_id_of: Callable[[str], str] | None = None,
     now: datetime | str | None = None,
 ) -> Session:
     """A v4 `Session` from a stored blob (v4 passed through checked, 3.x converted), version 0 for 3.x.
 
-    `flow_id_of(old_id)` maps a 3.x flow id or signal key to the v4 flow id (identity when
-    the ids were kept). `now` stamps runs and claims that carry no date of their own.
+    `flow_id_of(old_id)` maps a 3.x flow id or signal key to the v4 flow id (pass identity
+    when the ids were kept; left out, the ids are kept). `now` stamps runs and claims that
+    carry no date of their own.
     """
+    if flow_id_of is None:
+        flow_id_of = _same_id
     if not isinstance(blob, dict):
         raise InvalidSessionError(session_id, f"expected an object, got {describe(blob)}")
     if "v" in blob:
@@ -116,6 +119,10 @@ def _from_legacy(blob: dict[str, Any], session_id: str, flow_id_of: Callable[[st
         last_user_at=None, last_assistant_at=None,
         history=history if isinstance(history, list) else None,
     )
+
+
+def _same_id(old_id: str) -> str:
+    return old_id
 
 
 def _describe(value: Any) -> str:

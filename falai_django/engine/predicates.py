@@ -20,7 +20,7 @@ from .errors import FlowConfigurationError
 from .fields import UNSET, deep_equal, is_known, strict_equal
 
 __all__ = [
-    "BUILT_IN_CONDITIONS", "ActionContext", "Condition", "PredicateContext", "ToolContext",
+    "BUILT_IN_CONDITIONS", "ActionContext", "Condition", "DefinitionLike", "PredicateContext", "ToolContext",
     "condition_check", "deep_equal", "evaluate", "silenced_reason", "strict_equal",
 ]
 
@@ -97,10 +97,44 @@ class ToolContext:
     now: datetime | None = None
 
 
-@dataclass(frozen=True)
-class Condition:
+class DefinitionLike:
+    """Read access as a dict for the toolkit's definition objects (`Action`, `Event`,
+    `Condition`): upstream's `f.action(def)`, `f.event()` and `f.condition(check)` return
+    plain objects (`{parameters, run}`, `{}`, `{check}`), so these compare equal to those dicts
+    and answer `x["run"]`, `dict(x)` and `**x`, while keeping their attributes. Keys are the
+    dataclass fields that are set (not None)."""
+
+    __slots__ = ()
+
+    def keys(self) -> list[str]:
+        return [name for name in self.__dataclass_fields__ if getattr(self, name) is not None]  # type: ignore[attr-defined]
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.keys():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in self.keys() else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return {k: self[k] for k in self.keys()} == dict(other)
+        if type(other) is type(self):
+            return all(getattr(self, n) == getattr(other, n) for n in self.__dataclass_fields__)  # type: ignore[attr-defined]
+        return NotImplemented
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class Condition(DefinitionLike):
     """A named condition, registered in the agent's `conditions` under its name.
-    `check(ctx, arg)` gets the PredicateContext and the (unvalidated) argument from the spec."""
+    `check(ctx, arg)` gets the PredicateContext and the (unvalidated) argument from the spec.
+    Reads as the dict `{"check": check}` too."""
 
     check: Callable[[PredicateContext, Any], bool]
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import datetime
 from typing import Any, Literal
 
@@ -232,6 +233,11 @@ def _insert_after(mapping: dict[str, Any], after: str, key: str, value: Any) -> 
     return out
 
 
+# A number pydantic writes unlike JSON.stringify: a whole float ("1.0", "-0.0"), or an
+# exponent form JavaScript writes in plain digits ("1e+16", "1e-6"). Rare, so only then is
+# the slower exact encoder used.
+_UNLIKE_JS_NUMBER = re.compile(r"\d\.0(?=[,}\]])|\de(?:\+(?:1[5-9]|20)|-[1-6])(?=[,}\]])")
+
 _SESSION_REQUIRED = ("id", "v", "version", "data", "runs", "claims", "inputs", "metadata")
 
 
@@ -327,7 +333,13 @@ class Session(_BlobModel):
 
     def to_json_text(self) -> str:
         """Compact JSON text of `to_json()` (non-ASCII kept), as `JSON.stringify` writes it."""
-        return self.model_dump_json(by_alias=True, exclude_none=True)
+        text = self.model_dump_json(by_alias=True, exclude_none=True)
+        if _UNLIKE_JS_NUMBER.search(text):
+            # a whole float (`1.0`, `1e+16`) that JavaScript writes as `1` / `10000000000000000`
+            from .fields import js_json
+
+            return js_json(self.to_json())
+        return text
 
     def to_blob(self, version: int) -> dict[str, Any]:
         """What a store writes: `to_json()` with `version` set to the new version."""
@@ -482,9 +494,8 @@ def _check_run(run: Any, i: int, fail: Any) -> dict[str, Any]:
     if not isinstance(outcomes, list):
         raise fail(f"{where}.outcomes is {describe(outcomes)}, expected a list")
     trigger = _get(run, "trigger")
-    if not isinstance(trigger, dict):
-        raise fail(f"{where}.trigger is {describe(trigger)}, expected an object")
-    if not isinstance(trigger.get("kind"), str) or not isinstance(trigger.get("key"), str):
+    # one reason for a missing, non-object or incomplete trigger, as upstream words it
+    if not isinstance(trigger, dict) or not isinstance(trigger.get("kind"), str) or not isinstance(trigger.get("key"), str):
         raise fail(f"{where}.trigger needs kind and key")
     waiting = _get(run, "waiting")
     if waiting is not _MISSING and not isinstance(waiting, dict):

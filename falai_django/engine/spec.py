@@ -18,8 +18,9 @@ Every error reads `[FlowConfigurationError] <where>: <what>. <how to fix>.` wher
 Check order: first the shape pass (`check_flow_shape`, also run by `from_spec`): the flow is
 an object, its id, its steps list, each step's object/id/reserved/duplicate, then the [late]
 shape families (not a list / not text / not one of / repeat / maxAsks / wait has no event /
-bad target / with not an object / does nothing / mixes / kind vs body / question without
-collect). Then the name pass in the order of authoring note §9.4 items 4–10.
+bad target / with not an object / mixes / kind vs body / question without collect). Then the
+name pass in the order of authoring note §9.4 items 4–10, where each step starts with "does
+nothing" (item 10). `from_spec` rejects a step that does nothing in its shape pass.
 
 Open questions settled here (authoring note §12 and the README rulings):
 * a literal `{flow}` target the registries' `flows` lack is a warning naming `flow-gone`;
@@ -239,9 +240,14 @@ def _step_at(flow_at: str, step: Mapping[str, Any]) -> str:
     return f'{flow_at}, step "{step["id"]}"'
 
 
-def check_flow_shape(flow: Any) -> None:
+def _does_nothing(at: str) -> FlowConfigurationError:
+    return _problem(at, "does nothing", "Give it one job: talk (prompt/collect), say, do, wait or if.")
+
+
+def check_flow_shape(flow: Any, *, empty_steps: bool = True) -> None:
     """The structural checks `from_spec` and `validate_flow` run first (no registry needed).
-    `flow` must already be canonical (see `flows.canonical_flow`)."""
+    `flow` must already be canonical (see `flows.canonical_flow`). With `empty_steps=False` a
+    step that does nothing is left for `validate_flow`'s step pass (§9.4 item 10)."""
     if not isinstance(flow, Mapping):
         raise _problem("flow", f"is {_show(flow)}, not an object", 'Pass the flow itself, such as {"id", "name", "steps"}.')
     if not isinstance(flow.get("id"), str) or flow["id"] == "":
@@ -288,15 +294,12 @@ def check_flow_shape(flow: Any) -> None:
     for step in steps:
         at = _step_at(flow_at, step)
         kinds = _kinds_present(step)
-        if not kinds:
-            raise _problem(
-                at, "does nothing",
-                "Give it one job: talk (prompt/collect), say, do, wait or if.",
-            )
+        if not kinds and empty_steps:
+            raise _does_nothing(at)
         if len(kinds) > 1:
             raise _problem(at, f'mixes "{kinds[0]}" and "{kinds[1]}"', "Split it into one step per job.")
         body = _body_kind(step)
-        if "kind" in step:
+        if "kind" in step and body is not None:
             _one_of(step["kind"], STEP_KINDS, at, "kind")
             if step["kind"] != body:
                 raise _problem(
@@ -320,6 +323,7 @@ def check_flow_shape(flow: Any) -> None:
             raise _problem(at, "wait has no event", 'Write {"event": "<name>"} to wait for an event, or a duration such as "1h".')
         for key in ("then", "else", "onFail"):
             _target_shape(step.get(key), at, key)
+        _pred_shape(step.get("if"), at, "if")
         if "question" in step and not step.get("collect"):
             raise _problem(
                 at, "has a question but collects nothing",
@@ -572,6 +576,8 @@ class _Validator(_NameChecker):
     def check_step(self, i: int, step: Mapping[str, Any]) -> None:
         reg = self.reg
         at = _step_at(self.flow_at, step)
+        if not _kinds_present(step):
+            raise _does_nothing(at)
         then_to = self.edge(i, step.get("then"), at, "then")
         self.edge(i, step.get("else"), at, "else")
 
@@ -654,7 +660,7 @@ def validate_flow(flow: Any, registries: Any) -> ValidationResult:
     Raises FlowConfigurationError on the first problem; returns `.warnings` otherwise.
     """
     data = _as_flow_dict(flow)
-    check_flow_shape(data)
+    check_flow_shape(data, empty_steps=False)
     return _Validator(data, registries_of(registries)).run()
 
 

@@ -50,7 +50,7 @@ def _step_into(current: Any, key: str) -> Any:
     if isinstance(current, (list, tuple)):
         if key == "length":
             return len(current)
-        if key.isdigit():
+        if key.isdigit() and key.isascii() and str(int(key)) == key:  # JS array index: "1", not "01"
             index = int(key)
             return current[index] if index < len(current) else _MISSING
         return _MISSING

@@ -57,7 +57,10 @@ class RedisStore(Store):
         self.client = client
         self.key_prefix = key_prefix
         self.session_ttl = session_ttl
-        self._cas = client.register_script(CAS_SCRIPT)
+        # redis-py: a registered script (EVALSHA, falling back to EVAL); a bare client with only
+        # `eval(script, numkeys, *keys_and_args)` (upstream's RedisClient shape) works too
+        register = getattr(client, "register_script", None)
+        self._cas = register(CAS_SCRIPT) if callable(register) else None
 
     def key(self, session_id: str) -> str:
         """The Redis key of a session's hash."""
@@ -78,10 +81,12 @@ class RedisStore(Store):
 
     def save(self, session: Session, expected_version: int) -> Session:
         saved, text = stamped(session, expected_version)
-        answer = self._cas(
-            keys=[self.key(saved.id)],
-            args=[str(expected_version), str(saved.version), text, to_iso(utc_now()), str(self.session_ttl)],
-        )
+        key = self.key(saved.id)
+        args = [str(expected_version), str(saved.version), text, to_iso(utc_now()), str(self.session_ttl)]
+        if self._cas is not None:
+            answer = self._cas(keys=[key], args=args)
+        else:
+            answer = self.client.eval(CAS_SCRIPT, 1, key, *args)
         if answer is not None:
             answer = _text(answer)
             raise SessionConflictError(saved.id, expected_version, None if answer == "missing" else int(answer))
@@ -98,5 +103,7 @@ class RedisStore(Store):
         """See initialize()."""
 
     def disconnect(self) -> None:
-        """Close the client passed in."""
-        self.client.close()
+        """Close the client passed in (`close()`, or `quit()` on clients that only have that)."""
+        close = getattr(self.client, "close", None) or getattr(self.client, "quit", None)
+        if callable(close):
+            close()

@@ -24,7 +24,8 @@ def _instant(value: str | datetime) -> datetime:
     parsed = try_parse_iso(value) if isinstance(value, str) else None
     if parsed is None:
         raise ValueError(
-            f'[fake_clock] "{value}" is not a date: it does not read as ISO text. '
+            # the upstream text, verbatim (persistence note §3.1)
+            f'[fakeClock] "{value}" is not a date: Date.parse cannot read it. '
             'Pass ISO text, e.g. "2026-09-20T10:00:00.000Z".'
         )
     return parsed

@@ -31,6 +31,12 @@ class ScheduledWake:
     at: datetime
     replaces: str | None = None
 
+    def __getitem__(self, name: str) -> Any:
+        """`wake["key"]`, `wake["at"]`, `wake["replaces"]`: upstream's entries are plain objects."""
+        if name in ("key", "at", "replaces", "session_id"):
+            return getattr(self, name)
+        raise KeyError(name)
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"key": self.key, "at": to_iso(self.at)}
         if self.replaces is not None:

@@ -268,7 +268,7 @@ V4_CASES = [
     (lambda b: b.pop("metadata"), "metadata is missing, expected an object"),
     (lambda b: b.update(history={}), "history is an object, expected a list"),
     (lambda b: b["runs"][0].update(status="sleeping"), 'runs[0].status is "sleeping"'),
-    (lambda b: b["runs"][0].pop("trigger"), "runs[0].trigger is missing, expected an object"),
+    (lambda b: b["runs"][0].pop("trigger"), "runs[0].trigger needs kind and key"),
     (lambda b: b["runs"][0]["trigger"].pop("key"), "runs[0].trigger needs kind and key"),
     (lambda b: b["runs"][0].update(hop="0"), 'runs[0].hop is "0", expected a whole number'),
 ]

@@ -24,7 +24,7 @@ def test_fake_clock_is_a_callable_with_now_advance_and_set():
 
 
 def test_fake_clock_refuses_what_is_not_a_date():
-    with pytest.raises(ValueError, match=r'^\[fake_clock\] "tomorrow" is not a date'):
+    with pytest.raises(ValueError, match=r'^\[fakeClock\] "tomorrow" is not a date: Date.parse cannot read it'):
         fake_clock("tomorrow")
     clock = fake_clock("2026-09-20T10:00:00.000Z")
     with pytest.raises(ValueError, match="is not a date"):

@@ -82,7 +82,7 @@ def test_non_objects_and_empty_blobs(value, reason):
     ("runs.0", "x", 'runs[0] is "x", expected an object'),
     ("runs.1.status", "sleeping", 'runs[1].status is "sleeping"'),
     ("runs.0.status", None, "runs[0].status is null, expected text"),
-    ("runs.0.trigger", ..., "runs[0].trigger is missing, expected an object"),
+    ("runs.0.trigger", ..., "runs[0].trigger needs kind and key"),
     ("runs.0.trigger", {"kind": "message"}, "runs[0].trigger needs kind and key"),
     ("runs.0.hop", "0", 'runs[0].hop is "0", expected a whole number'),
     ("runs.0.hop", -1, "runs[0].hop is -1, expected a whole number"),
