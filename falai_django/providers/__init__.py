@@ -21,9 +21,17 @@ from falai_django.providers.base import (
     ProviderCapabilities,
     StreamChunk,
     ToolSpec,
+    as_chunk,
+    as_output,
     read_usage,
 )
-from falai_django.providers.classify import classify_error, classify_kind, is_retryable, speak_deferral
+from falai_django.providers.classify import (
+    classify,
+    classify_error,
+    classify_kind,
+    is_retryable,
+    speak_deferral,
+)
 from falai_django.providers.jsonparse import (
     envelope_of,
     extract_embedded_json_object,
@@ -43,8 +51,8 @@ _LAZY = {
 
 __all__ = [
     "BaseProvider", "GenerateInput", "GenerateOutput", "GenerateParameters", "Provider",
-    "ProviderCapabilities", "StreamChunk", "ToolSpec", "read_usage",
-    "classify_error", "classify_kind", "is_retryable", "speak_deferral",
+    "ProviderCapabilities", "StreamChunk", "ToolSpec", "as_chunk", "as_output", "read_usage",
+    "classify", "classify_error", "classify_kind", "is_retryable", "speak_deferral",
     "envelope_of", "extract_embedded_json_object", "is_json_shaped", "is_record",
     "parse_json_response", "try_parse_json_response",
     "StreamingMessageDecoder", "extract_message_so_far",

@@ -13,6 +13,29 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 
+class _Readable:
+    """Dict-style reads of a dataclass under its field names or upstream's camelCase ones, so a
+    provider written against the TypeScript shapes (`input["parameters"]["schemaName"]`) works."""
+
+    _ALIASES: dict[str, str] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        name = self._ALIASES.get(key, key)
+        if name not in self.__dataclass_fields__:  # type: ignore[attr-defined]
+            raise KeyError(key)
+        return getattr(self, name)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        fields = self.__dataclass_fields__  # type: ignore[attr-defined]
+        return isinstance(key, str) and self._ALIASES.get(key, key) in fields
+
+
 @dataclass
 class ProviderCapabilities:
     supports_tools: bool = True
@@ -23,7 +46,7 @@ class ProviderCapabilities:
 
 
 @dataclass
-class ToolSpec:
+class ToolSpec(_Readable):
     """A tool offered to the model: `name` falls back to `id`."""
 
     id: str
@@ -33,19 +56,22 @@ class ToolSpec:
 
 
 @dataclass
-class GenerateParameters:
+class GenerateParameters(_Readable):
     json_schema: dict[str, Any] = field(default_factory=dict)  # {} means "no JSON mode"
     schema_name: str | None = None  # "understand", "speak", or None (compaction summary)
     max_output_tokens: int | None = None
     reasoning: dict[str, Any] | None = None
 
+    _ALIASES = {"jsonSchema": "json_schema", "schemaName": "schema_name", "maxOutputTokens": "max_output_tokens"}
+
 
 @dataclass
-class GenerateInput:
+class GenerateInput(_Readable):
     """One model call. `prompt` goes last as the user message; `system` first, cacheable.
 
     History items are dicts: {"role": "user"|"assistant"|"system", "content": str} plus, for
-    tool rounds, assistant items with "tool_calls" ([{"id", "toolName", "arguments"}]) and
+    tool rounds, assistant items with "tool_calls" ([{"id", "name", "arguments"}]; "toolName" is
+    read too) and
     {"role": "tool", "tool_call_id", "name", "content"} items.
     """
 
@@ -58,7 +84,7 @@ class GenerateInput:
 
 
 @dataclass
-class GenerateOutput:
+class GenerateOutput(_Readable):
     """`structured` is the parsed JSON envelope (plus `toolCalls` when tools were called)."""
 
     message: str
@@ -67,12 +93,40 @@ class GenerateOutput:
 
 
 @dataclass
-class StreamChunk:
+class StreamChunk(_Readable):
     delta: str
     accumulated: str
     done: bool = False
     metadata: dict[str, Any] | None = None
     structured: dict[str, Any] | None = None  # only on the final chunk
+
+
+def as_output(value: Any) -> GenerateOutput:
+    """A provider's `generate_message` answer as a `GenerateOutput`.
+
+    Accepts the dataclass itself, a dict in upstream's shape (`{"message", "structured"?,
+    "metadata"?}`), a bare string (a text-only provider), or any object with those attributes.
+    """
+    if isinstance(value, GenerateOutput):
+        return value
+    if isinstance(value, str):
+        return GenerateOutput(message=value)
+    read = value.get if isinstance(value, dict) else (lambda key, default=None: getattr(value, key, default))
+    message = read("message", "")
+    return GenerateOutput(message=message if isinstance(message, str) else "",
+                          metadata=dict(read("metadata", None) or {}), structured=read("structured", None))
+
+
+def as_chunk(value: Any) -> StreamChunk:
+    """A streamed chunk as a `StreamChunk` (the dataclass, a dict in upstream's shape, or an object)."""
+    if isinstance(value, StreamChunk):
+        return value
+    read = value.get if isinstance(value, dict) else (lambda key, default=None: getattr(value, key, default))
+    delta = read("delta", "") or ""
+    accumulated = read("accumulated", None)
+    return StreamChunk(delta=delta, accumulated=delta if accumulated is None else accumulated,
+                       done=bool(read("done", False)), metadata=read("metadata", None),
+                       structured=read("structured", None))
 
 
 @runtime_checkable
@@ -98,7 +152,7 @@ class BaseProvider:
     def generate_message(self, input: GenerateInput) -> GenerateOutput:
         last: StreamChunk | None = None
         for chunk in self.generate_message_stream(input):
-            last = chunk
+            last = as_chunk(chunk)
         if last is None:
             from falai_django.engine.errors import ProviderError
 
@@ -106,7 +160,7 @@ class BaseProvider:
         return GenerateOutput(message=last.accumulated, metadata=last.metadata or {}, structured=last.structured)
 
     def generate_message_stream(self, input: GenerateInput) -> Iterator[StreamChunk]:
-        out = self.generate_message(input)
+        out = as_output(self.generate_message(input))
         yield StreamChunk(delta=out.message, accumulated=out.message, done=True,
                           metadata=out.metadata, structured=out.structured)
 

@@ -174,6 +174,15 @@ def body_text_of(exc: BaseException) -> str:
     return text
 
 
+def _with_codes(text: str, exc: BaseException) -> str:
+    """The searchable text plus the SDK's string codes (README ruling 9): an exception whose
+    message says only "Request failed" but whose `code` is `insufficient_quota` or whose `status`
+    is `RESOURCE_EXHAUSTED` is read by those codes."""
+    codes = [value for name in ("code", "status", "type")
+             if (value := _str_attr(exc, name)) is not None and value not in text]
+    return " ".join([text, *codes]) if codes else text
+
+
 def _causes(exc: BaseException):
     current: BaseException | None = exc
     for _ in range(_CAUSE_DEPTH):
@@ -217,6 +226,8 @@ def classify_kind(exc: BaseException | None, status: int | None = None, body: st
     if status is None and exc is not None:
         status = status_of(exc)
     text = body if body is not None else (body_text_of(exc) if exc is not None else "")
+    if body is None and exc is not None:
+        text = _with_codes(text, exc)
     if (exc is not None and _mro_names(exc) & _TIMEOUT_NAMES) or status == 408:
         return "timeout"
     client_side = status is None or status < 500
@@ -251,6 +262,9 @@ def classify_kind(exc: BaseException | None, status: int | None = None, body: st
     if status is not None and status >= 400:
         return "invalid"
     return "unknown"
+
+
+classify = classify_kind  # upstream's name: classify(err, status?, body?) -> ErrorKind
 
 
 def _headers_of(exc: BaseException) -> Any:
@@ -326,7 +340,7 @@ def classify_error(exc: BaseException, provider_name: str, *, in_stream: bool = 
         return exc
     status = status_of(exc)
     body = body_text_of(exc)
-    kind = classify_kind(exc, status, body)
+    kind = classify_kind(exc, status, _with_codes(body, exc))
     if in_stream and kind == "unknown":
         kind = "overload"
     error = ProviderError(

@@ -78,6 +78,13 @@ class CooldownInfo:
     retry_at_ms: int
     window: str | None = None
 
+    def __getitem__(self, key: str) -> Any:
+        """Dict-style reads under upstream's names too: `info["retryAtMs"]`, `info["kind"]`."""
+        name = {"retryAtMs": "retry_at_ms"}.get(key, key)
+        if name not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, name)
+
 
 @dataclass
 class _Cooldown:

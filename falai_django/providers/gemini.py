@@ -211,7 +211,7 @@ def _declaration(tool: Any) -> dict[str, Any]:
                         description=read("description"), parameters=read("parameters"))
     declaration: dict[str, Any] = {
         "name": tool.name or tool.id,
-        "parameters_json_schema": gemini_json_schema(tool.parameters or {"type": "object"}),
+        "parametersJsonSchema": gemini_json_schema(tool.parameters or {"type": "object"}),
     }
     if tool.description:
         declaration["description"] = tool.description
@@ -326,6 +326,7 @@ class GeminiProvider(BaseProvider):
 
     Options: `api_key` (required), `model`, `base_url`, `timeout_ms` (idle deadline, 0 means
     the default), `retries` (after the first attempt; 0 makes exactly one call),
+    `retry_config` (upstream's `{"timeout": ms, "retries": n}`, same meaning),
     `backup_models`, `json_with_tools` (`"response_format"` or `"prompt"`), `config`
     (`temperature`, `top_p`, `max_tokens`, `stop_sequences`, `effort`), `backoff_base_ms` /
     `backoff_cap_ms`, and for tests `sleep` (a callable taking milliseconds).
@@ -352,7 +353,13 @@ class GeminiProvider(BaseProvider):
         backoff_cap_ms: float = BACKOFF_CAP_MS,
         sleep: Callable[[float], None] | None = None,
         http_options: dict[str, Any] | None = None,
+        retry_config: Mapping[str, Any] | None = None,
     ) -> None:
+        if retry_config:  # upstream's retryConfig: {timeout, retries}; it wins over the flat options
+            if "timeout" in retry_config or "timeout_ms" in retry_config:
+                timeout_ms = retry_config.get("timeout", retry_config.get("timeout_ms"))
+            if "retries" in retry_config:
+                retries = retry_config["retries"]
         if not api_key or not str(api_key).strip():
             raise ValueError(
                 "[GeminiProvider] apiKey is empty: the provider cannot authenticate. Pass "
@@ -360,7 +367,7 @@ class GeminiProvider(BaseProvider):
             )
         if not model or not str(model).strip():
             raise ValueError(
-                '[GeminiProvider] model is empty: there is no model to call. Pass one, for example '
+                '[GeminiProvider] model is empty: there is no default. Pass one, for example '
                 'model="gemini-2.5-flash".'
             )
         if json_with_tools not in ("response_format", "prompt"):
@@ -384,6 +391,7 @@ class GeminiProvider(BaseProvider):
         if base_url:
             options["base_url"] = base_url
         self._types = types
+        self._secret = str(api_key)
         self._client = genai.Client(api_key=str(api_key), vertexai=False, http_options=types.HttpOptions(**options))
 
     # -- request ---------------------------------------------------------------------------
@@ -395,8 +403,6 @@ class GeminiProvider(BaseProvider):
             "automatic_continuation": False,
         }
         system = request.system
-        if request.tools:
-            config["tools"] = [{"function_declarations": request.tools}]
         if request.json_on:
             schema = gemini_json_schema(request.schema)
             in_prompt = bool(request.tools) and (
@@ -422,9 +428,18 @@ class GeminiProvider(BaseProvider):
             config["stop_sequences"] = list(stop)
         if max_tokens:
             config["max_output_tokens"] = int(max_tokens)
+        validated = self._types.GenerateContentConfig.model_validate(config)
+        # The SDK writes the Gemini field names it models itself (responseJsonSchema, ...) but
+        # dumps the objects it only passes through (function declarations, thinkingConfig) under
+        # their Python names. The REST API reads both spellings; the wire keeps the documented
+        # camelCase ones (`parametersJsonSchema`, `thinkingLevel`), so these two go in as
+        # ready-made JSON that the SDK copies verbatim.
+        raw: dict[str, Any] = {}
+        if request.tools:
+            raw["tools"] = [self._types.Tool.model_construct(function_declarations=list(request.tools))]
         if effort in _THINKING_LEVEL:
-            config["thinking_config"] = {"thinking_level": _THINKING_LEVEL[effort]}
-        return self._types.GenerateContentConfig.model_validate(config)
+            raw["thinking_config"] = {"thinkingLevel": _THINKING_LEVEL[effort]}
+        return validated.model_copy(update=raw) if raw else validated
 
     # -- retry policy ----------------------------------------------------------------------
 
@@ -479,10 +494,10 @@ class GeminiProvider(BaseProvider):
                             yield StreamChunk(delta=delta, accumulated=fold.text)
                     fold.require_content(self.name)
                 except Exception as exc:
-                    error = classify_error(exc, self.name, in_stream=_in_band(exc))
+                    error = _redacted(classify_error(exc, self.name, in_stream=_in_band(exc)), self._secret)
                     step, delay = ("raise", 0.0) if emitted else self._next_step(error, attempt, index, len(models))
                     if step == "raise":
-                        _reraise(error, exc)
+                        _reraise(error, exc, self._secret)
                     if step == "retry":
                         self._wait(delay)
                         attempt += 1
@@ -517,10 +532,10 @@ class GeminiProvider(BaseProvider):
                             yield StreamChunk(delta=delta, accumulated=fold.text)
                     fold.require_content(self.name)
                 except Exception as exc:
-                    error = classify_error(exc, self.name, in_stream=_in_band(exc))
+                    error = _redacted(classify_error(exc, self.name, in_stream=_in_band(exc)), self._secret)
                     step, delay = ("raise", 0.0) if emitted else self._next_step(error, attempt, index, len(models))
                     if step == "raise":
-                        _reraise(error, exc)
+                        _reraise(error, exc, self._secret)
                     if step == "retry":
                         await self._await(delay)
                         attempt += 1
@@ -547,7 +562,24 @@ class GeminiProvider(BaseProvider):
         self._client.close()
 
 
-def _reraise(error: ProviderError, exc: BaseException) -> None:
+def _redacted(error: ProviderError, secret: str) -> ProviderError:
+    """`error` with the API key blanked out of its message and body (a proxy or server that echoes
+    the request must not push the key into logs, run records or API answers)."""
+    body = error.body if isinstance(error.body, str) else None
+    if not secret or (secret not in str(error) and not (body and secret in body)):
+        return error
+    clean = ProviderError(
+        error.provider, error.kind, str(error).replace(secret, "[redacted]"), status=error.status,
+        code=error.code, retry_after_ms=error.retry_after_ms, reset_at_ms=error.reset_at_ms, window=error.window,
+        should_retry=error.should_retry, body=body.replace(secret, "[redacted]") if body else error.body,
+    )
+    clean.redacted = True  # type: ignore[attr-defined]
+    return clean
+
+
+def _reraise(error: ProviderError, exc: BaseException, secret: str = "") -> None:
     if error is exc:
         raise error
+    if getattr(error, "redacted", False) or (secret and secret in str(exc)):
+        raise error from None  # the original still carries the key: do not chain it
     raise error from exc

@@ -28,6 +28,8 @@ pushes every chunk's **accumulated** text, never its delta::
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 _WHITESPACE = " \t\n\r"
 _SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -180,6 +182,31 @@ def extract_message_so_far(accumulated: str) -> str:
     return ""
 
 
+class Pushed(NamedTuple):
+    """What `StreamingMessageDecoder.push` returns: unpacks as `(message, delta)`, and reads as
+    `.message` / `.delta` or upstream's `{message, delta}` (`pushed["delta"]`)."""
+
+    message: str
+    delta: str
+
+    def __getitem__(self, key):  # type: ignore[override]
+        if isinstance(key, str):
+            if key not in self._fields:
+                raise KeyError(key)
+            return getattr(self, key)
+        return tuple.__getitem__(self, key)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, dict):
+            return other == {"message": self.message, "delta": self.delta}
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+
 class StreamingMessageDecoder:
     """Turns successive accumulated envelopes of one stream into (message, delta) pairs.
 
@@ -193,8 +220,8 @@ class StreamingMessageDecoder:
     def __init__(self) -> None:
         self.previous = ""
 
-    def push(self, accumulated: str) -> tuple[str, str]:
+    def push(self, accumulated: str) -> Pushed:
         message = extract_message_so_far(accumulated)
         delta = message[len(self.previous):] if message.startswith(self.previous) else message
         self.previous = message
-        return message, delta
+        return Pushed(message, delta)

@@ -5,16 +5,22 @@
 
 Each schema name has its own FIFO list; a call shifts one entry. An entry is a reply dict,
 a callable of the request (`GenerateInput`) returning one, or an exception instance to
-raise. A dry list raises `MockExhaustedError` (a `ProviderError` of kind `unknown`): inside
-speak that becomes a retryable `provider-unavailable` deferral, inside understand it
-escapes `turn()`. Calls without a schema name (the compaction summary) read `summary`.
+raise. A dry list raises `MockExhaustedError` (a `ProviderError` of kind `unknown`) with the
+upstream text `mockProvider: no scripted "<name>" reply left for call #<n>. ...`, where `<n>`
+counts every call recorded so far, of any name: inside speak that becomes a retryable
+`provider-unavailable` deferral, inside understand it escapes `turn()`. Calls without a
+schema name (the compaction summary) are recorded as "(unnamed)" and read `summary`.
+
+`.calls` holds `MockCall(schema_name, prompt, system, seen, input)` records; they also read
+as dicts under the upstream names (`call["schemaName"]`) and compare equal to their schema
+name (`provider.calls == ["understand", "speak"]`, the docs' inline double's shape).
 """
 
 from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +47,7 @@ class MockExhaustedError(ProviderError):
         super().__init__(
             "mock",
             "unknown",
-            f'mock_provider: no scripted "{name}" reply left for call #{call_number}. '
+            f'mockProvider: no scripted "{name}" reply left for call #{call_number}. '
             "Script more replies or expect fewer calls.",
         )
 
@@ -57,16 +63,41 @@ class MockCall:
     input: GenerateInput
 
     def __getitem__(self, key: str) -> Any:  # dict-style access, upstream's names too
-        return getattr(self, {"schemaName": "schema_name"}.get(key, key))
+        name = {"schemaName": "schema_name"}.get(key, key)
+        if name not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, name)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    @property
+    def schemaName(self) -> str:  # noqa: N802 - upstream's attribute name
+        return self.schema_name
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):  # the docs' inline double records bare schema names
+            return self.schema_name == other
+        if isinstance(other, MockCall):
+            return (self.schema_name, self.prompt, self.system, self.seen, self.input) == (
+                other.schema_name, other.prompt, other.system, other.seen, other.input)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable record
 
 
 class MockProvider(BaseProvider):
     name = "mock"
-    capabilities = ProviderCapabilities(supports_prompt_caching=False)
+    capabilities = ProviderCapabilities(
+        supports_tools=True, supports_native_json_schema=True, supports_streaming=True,
+        supports_streaming_tool_calls=True, supports_prompt_caching=False,
+    )
 
     def __init__(self, script: dict[str, Iterable[Entry]], *, usage: bool = False, chunk_size: int = 7) -> None:
         self._queues: dict[str, deque[Entry]] = {name: deque(entries) for name, entries in script.items()}
-        self._counts: dict[str, int] = {}
         self.calls: list[MockCall] = []
         self.usage = usage
         self.chunk_size = max(1, chunk_size)
@@ -89,10 +120,9 @@ class MockProvider(BaseProvider):
         prompt = input.prompt
         seen = "\n\n".join(part for part in (system, prompt) if part)
         self.calls.append(MockCall(name, prompt, system, seen, input))
-        count = self._counts[name] = self._counts.get(name, 0) + 1
         queue = self._queues.get(_queue_name(name))
         if not queue:
-            raise MockExhaustedError(name, count)
+            raise MockExhaustedError(name, len(self.calls))
         entry = queue.popleft()
         if isinstance(entry, BaseException):
             raise entry
@@ -142,7 +172,23 @@ def mock_provider(
     chunk_size: int = 7,
     **other: Iterable[Entry],
 ) -> MockProvider:
-    """A scripted provider; see the module docstring."""
+    """A scripted provider; see the module docstring.
+
+    The upstream call shape `mock_provider({"understand": [...], "speak": [...]})` (one script
+    mapping of schema names to lists) is accepted too.
+    """
+    if isinstance(understand, Mapping) and understand and all(
+        isinstance(entries, list | tuple) for entries in understand.values()
+    ):
+        given = dict(understand)
+        script_map: dict[str, Iterable[Entry]] = {
+            "understand": given.pop("understand", ()),
+            "speak": given.pop("speak", speak),
+            "summary": given.pop("summary", given.pop(UNNAMED, summary)),
+        }
+        script_map.update(given)
+        script_map.update(other)
+        return MockProvider(script_map, usage=usage, chunk_size=chunk_size)
     script: dict[str, Iterable[Entry]] = {"understand": understand, "speak": speak, "summary": summary}
     script.update(other)
     return MockProvider(script, usage=usage, chunk_size=chunk_size)

@@ -155,7 +155,7 @@ def test_understand_non_provider_error_is_classified():
 
 def test_understand_exhausted_mock_raises_with_the_spec_message():
     agent, provider, _ = make_agent([VENDAS, SUPORTE], fields=FIELDS)
-    with pytest.raises(ProviderError, match=r'mock_provider: no scripted "understand" reply left for call #1\.'):
+    with pytest.raises(ProviderError, match=r'mockProvider: no scripted "understand" reply left for call #1\.'):
         agent.turn(session_id="s1", message="oi", id="m1")
 
 
