@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "user_message": "falai_django.engine.session",
     "assistant_message": "falai_django.engine.session",
     "migrate_session": "falai_django.engine.migrate",
+    "OUTCOME_MESSAGES": "falai_django.engine.outcomes",  # code -> its one sentence (upstream exports it too)
     # stores
     "Store": "falai_django.stores.base",
     "MemoryStore": "falai_django.stores.memory",

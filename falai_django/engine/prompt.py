@@ -6,12 +6,12 @@ prompts) stays in whatever language its author wrote.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .fields import FieldDef, is_known, js_json
+from .flows import split_phrases
 from .templates import render
 
 SAFE_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -47,7 +47,7 @@ def _kb_lines(value: Any, depth: int) -> list[str]:
 
 
 def _kb_scalar(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return value if isinstance(value, str) else js_json(value)  # as JSON.stringify writes it
 
 
 def _kb_entry(key: str, value: Any, depth: int) -> list[str]:
@@ -122,8 +122,15 @@ def instructions_section(items: Iterable[Any], scope: Mapping[str, Any]) -> str 
         if not text:
             continue
         line = f"- [{ins.kind or 'should'}] [Always] {text}"
-        if ins.when:
-            line += " (apply only when: " + " OR ".join(ins.when) + ")"
+        # `!`-phrases in `when` are exclusions, as in trigger phrase lists (docs/DECISIONS.md T19)
+        counts, excludes = split_phrases(ins.when)
+        clauses = []
+        if counts:
+            clauses.append("apply only when: " + " OR ".join(counts))
+        if excludes:
+            clauses.append("never when: " + " OR ".join(excludes))
+        if clauses:
+            line += " (" + "; ".join(clauses) + ")"
         lines.append(line)
     return "## Instructions\n" + "\n".join(lines) if lines else None
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from falai_django.providers.base import StreamChunk, as_chunk, as_output
+
 from . import keys
 from .durations import is_duration, parse_duration
 from .fields import UNSET, Drop, coerce_field, is_known, pending_fields
@@ -170,11 +172,24 @@ def resolve_awaitable(value: Any) -> Any:
 
 
 def call_provider(provider: Any, request: Any) -> Any:
-    """`generate_message`, or under `aturn` the provider's `agenerate_message` on the caller's loop."""
+    """`generate_message`, or under `aturn` the provider's `agenerate_message` on the caller's loop.
+    The answer is read as a `GenerateOutput` whatever shape a hand-written provider gives it."""
     home = HOME_LOOP.get()
     if home is not None and home.is_running() and hasattr(provider, "agenerate_message"):
-        return asyncio.run_coroutine_threadsafe(provider.agenerate_message(request), home).result()
-    return provider.generate_message(request)
+        return as_output(asyncio.run_coroutine_threadsafe(provider.agenerate_message(request), home).result())
+    return as_output(resolve_awaitable(provider.generate_message(request)))
+
+
+def stream_provider(provider: Any, request: Any) -> Any:
+    """`generate_message_stream` as `StreamChunk`s; a provider without one answers in one chunk."""
+    stream = getattr(provider, "generate_message_stream", None)
+    if stream is None:
+        out = call_provider(provider, request)
+        yield StreamChunk(delta=out.message, accumulated=out.message, done=True, metadata=out.metadata,
+                          structured=out.structured)
+        return
+    for chunk in stream(request):
+        yield as_chunk(chunk)
 
 
 # --------------------------------------------------------------------------- per-agent cache

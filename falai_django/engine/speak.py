@@ -21,7 +21,7 @@ from falai_django.providers.classify import speak_deferral
 from falai_django.providers.jsonparse import envelope_of, is_json_shaped, try_parse_json_response
 from falai_django.providers.streaming import StreamingMessageDecoder
 
-from .fields import to_wire_schema
+from .fields import js_json, to_wire_schema
 from .predicates import PredicateContext, ToolContext, evaluate
 from .prompt import (
     SAFE_NAME,
@@ -31,7 +31,17 @@ from .prompt import (
     instructions_section,
     join_sections,
 )
-from .runner import IDLE, Deferred, Runner, Spoken, Talk, add_usage, call_provider, resolve_awaitable
+from .runner import (
+    IDLE,
+    Deferred,
+    Runner,
+    Spoken,
+    Talk,
+    add_usage,
+    call_provider,
+    resolve_awaitable,
+    stream_provider,
+)
 from .templates import render, scope_of
 
 RESERVED_KEYS = frozenset({"message", "toolCalls", "reasoning", "reasoningDetails"})
@@ -247,14 +257,10 @@ class SpeakCall:
     def run_tool(self, call: Mapping[str, Any], offered: dict[str, Any], data: dict[str, Any],
                  history: list[Any]) -> tuple[str, dict[str, Any] | None]:
         name = call.get("toolName") or call.get("name") or ""
-        args = call.get("arguments", call.get("args"))
-        if isinstance(args, str):
-            args = try_parse_json_response(args)
-        if not isinstance(args, dict):
-            args = {}
+        args = _call_args(call)
         tool = offered.get(name)
         if tool is None:
-            return json.dumps({"error": f'Tool "{name}" is not available.'}, ensure_ascii=False), None
+            return js_json({"error": f'Tool "{name}" is not available.'}), None
         runner = self.runner
         ctx = ToolContext(context=runner.context, data={**runner.session.data, **data}, history=list(history),
                           run=self.run, now=runner.now)
@@ -265,14 +271,14 @@ class SpeakCall:
                     body: dict[str, Any] = {"error": f"Validation failed: {why or 'invalid input'}"}
                     if corrected is not None:
                         body["correctedInput"] = corrected
-                    return json.dumps(body, ensure_ascii=False), None
+                    return js_json(body), None
             if tool.check_permissions is not None:
                 ok, why, _ = _gate(resolve_awaitable(tool.check_permissions(args, ctx)))
                 if not ok:
-                    return json.dumps({"error": f"Permission denied: {why or 'not allowed'}"}, ensure_ascii=False), None
+                    return js_json({"error": f"Permission denied: {why or 'not allowed'}"}), None
             result = resolve_awaitable(tool.handler(args, ctx)) or {}
         except Exception as exc:  # a tool error is the model's to read, never the host's
-            return json.dumps({"error": str(exc) or type(exc).__name__}, ensure_ascii=False), None
+            return js_json({"error": str(exc) or type(exc).__name__}), None
         if not isinstance(result, Mapping):
             result = {"value": result}
         value = result.get("value")
@@ -282,7 +288,8 @@ class SpeakCall:
             text = value
         else:
             try:
-                text = json.dumps(value, ensure_ascii=False)
+                json.dumps(value, allow_nan=False)  # refuses what JSON cannot hold
+                text = js_json(value)  # as JSON.stringify writes it: compact, non-ASCII kept
             except (TypeError, ValueError):
                 text = f"[tool {name} returned a value that cannot be shown as JSON]"
         limit = tool.max_result_size_chars
@@ -292,12 +299,21 @@ class SpeakCall:
         return text, dict(patch) if isinstance(patch, Mapping) else None
 
 
+def _call_args(call: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments: JSON text is parsed leniently; anything not an object is {}."""
+    args = call.get("arguments", call.get("args"))
+    if isinstance(args, str):
+        args = try_parse_json_response(args)
+    return args if isinstance(args, dict) else {}
+
+
 def _history_call(call: Mapping[str, Any], call_id: str) -> dict[str, Any]:
-    """A tool call as the next round's history carries it; provider extras (Gemini's
+    """A tool call as the next round's history carries it: `{id, name, arguments}` (the
+    persistence-and-LLM note §6.4), arguments parsed; provider extras (Gemini's
     `thoughtSignature`) ride along, since some models refuse a call echoed without them."""
     name = call.get("toolName") or call.get("name")
     out = {k: v for k, v in call.items() if k not in ("id", "toolName", "name", "arguments", "args")}
-    out.update({"id": call_id, "toolName": name, "name": name, "arguments": call.get("arguments", {})})
+    out.update({"id": call_id, "name": name, "arguments": _call_args(call)})
     return out
 
 
@@ -351,7 +367,7 @@ def speak_rounds(runner: Runner, speaker: Any, history: list[Any], stream: bool 
                 structured = None
                 accumulated = ""
                 metadata: dict[str, Any] | None = None
-                for chunk in provider.generate_message_stream(request):
+                for chunk in stream_provider(provider, request):
                     accumulated = chunk.accumulated
                     _, delta = decoder.push(accumulated)
                     if delta:

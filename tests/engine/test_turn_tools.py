@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-
 from scenarios.kit import make_agent
 
 FIELDS = {"conta": {"type": "string", "ask": "Pergunte o número da conta."}}
@@ -38,7 +36,7 @@ def test_a_tool_round_then_the_answer():
     assert history[0] == {"role": "user", "content": "meu saldo, conta 9"}
     assert history[1]["role"] == "assistant" and history[1]["tool_calls"][0]["id"] == "call-0-0"
     assert history[2] == {"role": "tool", "tool_call_id": "call-0-0", "name": "consulta",
-                          "content": json.dumps({"saldo": 10})}
+                          "content": '{"saldo":10}'}  # as JSON.stringify writes it (LLM note §6.4)
     assert r.session.data == {"conta": "9"}  # tool data completes the collect step
     assert [e.reason for e in r.ended] == ["end"]
 
@@ -75,8 +73,8 @@ def test_gates_and_errors_reach_the_model_not_the_host():
                {"message": "Tive um problema.", "conta": None}])
     r = agent.turn(session_id="s1", message="saldo", id="m1")
     contents = [h["content"] for h in provider.calls[1].input.history if h.get("role") == "tool"]
-    assert contents == ['{"error": "timeout no banco"}', '{"error": "Validation failed: conta?"}',
-                        '{"error": "Permission denied: not allowed"}', '{"error": "Tool \\"z\\" is not available."}']
+    assert contents == ['{"error":"timeout no banco"}', '{"error":"Validation failed: conta?"}',
+                        '{"error":"Permission denied: not allowed"}', '{"error":"Tool \\"z\\" is not available."}']
     assert [m.text for m in r.messages] == ["Tive um problema."]
 
 
@@ -118,5 +116,5 @@ def test_provider_extras_of_a_tool_call_ride_into_the_next_rounds_history():
                {"message": "Pronto.", "conta": None}])
     agent.turn(session_id="s1", message="saldo", id="m1")
     (call,) = provider.calls[1].input.history[1]["tool_calls"]
-    assert call == {"thoughtSignature": "c2ln", "id": "call-0-0", "toolName": "a", "name": "a",
+    assert call == {"thoughtSignature": "c2ln", "id": "call-0-0", "name": "a",
                     "arguments": {"conta": "1"}}
