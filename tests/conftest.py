@@ -81,3 +81,19 @@ def redis_client(redis_url):
 def legacy_blobs_dir() -> Path:
     """The spec's fixture blobs: tests/fixtures/legacy-blobs (a copy kept in the repo)."""
     return FIXTURES_DIR / "legacy-blobs"
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory):
+    """Django's test database, whichever test folder creates it first (it is one per session):
+    on SQLite a file, not the shared-cache in-memory database (where racing threads get "table is
+    locked" instead of waiting); on PostgreSQL a name of this run's own, so suites running at the
+    same time on one server never drop each other's database."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        db.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("falai-db") / "test.sqlite3")
+        db.setdefault("OPTIONS", {})["timeout"] = 30
+    else:
+        db.setdefault("TEST", {})["NAME"] = f"test_falai_{os.getpid()}"
