@@ -7,3 +7,6 @@ class FalaiConfig(AppConfig):
     label = "falai_django"
     verbose_name = _("Conversations")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:  # host: register the FALAI system checks
+        from . import checks  # noqa: F401

@@ -94,6 +94,16 @@ def build_store(spec: tuple[Any, ...]) -> Store:
         from falai_django.stores.sqlite import SQLiteStore
 
         return SQLiteStore(client=spec[1], tables={"sessions": spec[2]})
+    if kind == "django":  # ("django", {env}): the child sets up Django on the same database
+        import os
+
+        import django
+
+        os.environ.update(spec[1])
+        django.setup()
+        from falai_django.stores.django import DjangoStore
+
+        return DjangoStore()
     raise ValueError(f"unknown spawn spec {spec!r}")
 
 

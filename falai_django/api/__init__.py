@@ -1,0 +1,1 @@
+"""The DRF API: serializers validate, views call the host, permissions are classes."""

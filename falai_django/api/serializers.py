@@ -1,0 +1,190 @@
+"""Request validation (every problem is a 400 naming the field) and response shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext_lazy as _
+from rest_framework import serializers
+
+from ..engine.jstime import to_iso
+from ..host import HANDOFF_MODES
+
+
+class SilencedField(serializers.Field):
+    """`silenced`: a reason string, or `{reason, understand?: bool, skip?: bool}`."""
+
+    default_error_messages = {
+        "invalid": _("Expected a non-empty reason, or an object {{reason, understand?, skip?}}."),
+        "reason": _("'reason' must be non-empty text."),
+        "flag": _("'{name}' must be true or false."),
+        "unknown": _("Unknown keys: {keys}."),
+    }
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str):
+            if not data.strip():
+                self.fail("reason")
+            return data
+        if not isinstance(data, dict):
+            self.fail("invalid")
+        unknown = set(data) - {"reason", "understand", "skip"}
+        if unknown:
+            self.fail("unknown", keys=", ".join(sorted(unknown)))
+        if not isinstance(data.get("reason"), str) or not data["reason"].strip():
+            self.fail("reason")
+        for name in ("understand", "skip"):
+            if name in data and not isinstance(data[name], bool):
+                self.fail("flag", name=name)
+        return dict(data)
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+def text_problem(value: Any) -> str | None:
+    """Why a value cannot be stored as text / JSON on PostgreSQL (NUL, lone surrogate), or None."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return str(_("NUL characters are not allowed."))
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return str(_("Text must be valid Unicode (no lone surrogates)."))
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = text_problem(key) or text_problem(item)
+            if problem:
+                return problem
+    elif isinstance(value, list | tuple):
+        for item in value:
+            problem = text_problem(item)
+            if problem:
+                return problem
+    return None
+
+
+class StorableTextMixin:
+    """Every field's text (JSON fields included, keys too) must be storable on any database."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        problems = {name: [problem] for name, value in attrs.items() if (problem := text_problem(value))}
+        if problems:
+            raise serializers.ValidationError(problems)
+        return super().validate(attrs)
+
+
+class _Common(StorableTextMixin, serializers.Serializer):
+    silenced = SilencedField(required=False, allow_null=True, help_text=_("Why the assistant must not speak now."))
+    context = serializers.JSONField(required=False, help_text=_("Per-turn data the flows read."))
+    anchors = serializers.DictField(child=serializers.DictField(), required=False)
+    claims = serializers.DictField(required=False)
+
+    def host_options(self) -> dict[str, Any]:
+        data = self.validated_data
+        options: dict[str, Any] = {"silenced": data.get("silenced")}
+        if "context" in data:
+            options["context"] = data["context"]
+        for name in ("anchors", "claims"):
+            if data.get(name):
+                options[name] = data[name]
+        return options
+
+
+class MessageInputSerializer(_Common):
+    text = serializers.CharField(max_length=20000, trim_whitespace=False, help_text=_("What the customer wrote."))
+    id = serializers.CharField(max_length=255, required=False, help_text=_("The channel's message id."))
+    at = serializers.DateTimeField(required=False, help_text=_("When the customer wrote it."))
+
+    def turn_input(self) -> dict[str, Any]:
+        data = self.validated_data
+        out: dict[str, Any] = {"message": data["text"]}
+        if data.get("id"):
+            out["id"] = data["id"]
+        if data.get("at"):
+            out["at"] = to_iso(data["at"])
+        return out
+
+
+class WakeInputSerializer(_Common):
+    key = serializers.CharField(max_length=1024, help_text=_("The key of a scheduled wake of this conversation."))
+
+    def turn_input(self) -> dict[str, Any]:
+        return {"wake": self.validated_data["key"]}
+
+
+class EventInputSerializer(_Common):
+    event = serializers.CharField(max_length=255)
+    key = serializers.CharField(max_length=1024, help_text=_("Your idempotency key for this event."))
+    payload = serializers.JSONField(required=False)
+    hop = serializers.IntegerField(min_value=0, required=False)
+
+    def turn_input(self) -> dict[str, Any]:
+        data = self.validated_data
+        out = {"event": data["event"], "key": data["key"]}
+        if "payload" in data:
+            out["payload"] = data["payload"]
+        if "hop" in data:
+            out["hop"] = data["hop"]
+        return out
+
+
+class StartInputSerializer(_Common):
+    flow = serializers.CharField(max_length=255)
+    key = serializers.CharField(max_length=1024)
+    input = serializers.JSONField(required=False)
+    hop = serializers.IntegerField(min_value=0, required=False)
+
+    def turn_input(self) -> dict[str, Any]:
+        data = self.validated_data
+        start = {"flow": data["flow"], "key": data["key"]}
+        if "input" in data:
+            start["input"] = data["input"]
+        if "hop" in data:
+            start["hop"] = data["hop"]
+        return {"start": start}
+
+
+class SilenceSerializer(StorableTextMixin, serializers.Serializer):
+    reason = serializers.CharField(max_length=255, help_text=_("Why the assistant is silenced (e.g. 'human')."))
+    owner = serializers.CharField(max_length=255, required=False, help_text=_("Who owns the conversation now."))
+    mode = serializers.ChoiceField(choices=HANDOFF_MODES, default="stop")
+
+
+class OutboundMessageSerializer(serializers.Serializer):
+    text = serializers.CharField()
+    kind = serializers.CharField()
+    key = serializers.CharField()
+    after_ms = serializers.IntegerField()
+
+
+class TurnResponseSerializer(serializers.Serializer):
+    """What an input did."""
+
+    status = serializers.CharField()
+    changed = serializers.BooleanField()
+    turn_id = serializers.IntegerField()
+    replays = serializers.IntegerField()
+    version = serializers.IntegerField(allow_null=True)
+    messages = serializers.ListField(child=serializers.DictField())
+    schedule = serializers.ListField(child=serializers.DictField())
+    outcomes = serializers.ListField(child=serializers.DictField())
+    retry_at = serializers.DateTimeField(allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+
+    @staticmethod
+    def from_host(host_result) -> dict[str, Any]:
+        result = host_result.result
+        return {
+            "status": host_result.status,
+            "changed": host_result.changed,
+            "turn_id": host_result.turn_id,
+            "replays": host_result.replays,
+            "version": host_result.version,
+            "messages": [m.to_json() for m in result.messages] if result is not None else [],
+            "schedule": [s.to_json() for s in result.schedule] if result is not None else [],
+            "outcomes": [o.to_json() for o in result.outcomes] if result is not None else [],
+            "retry_at": host_result.retry_at,
+            "error": host_result.error,
+        }

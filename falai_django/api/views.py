@@ -1,0 +1,202 @@
+"""Thin views: validate with a serializer, call the host, render. No loop logic here."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.http import StreamingHttpResponse
+from django.utils.translation import gettext_lazy as _
+from rest_framework import parsers, status
+from rest_framework.exceptions import NotFound, ParseError, PermissionDenied, ValidationError
+from rest_framework.response import Response
+from rest_framework.schemas.openapi import AutoSchema
+from rest_framework.views import APIView
+
+from .. import host
+from ..engine.errors import FlowConfigurationError, InvalidSessionError
+from . import serializers
+from .auth import CanDriveConversations, WebhookSignatureAuthentication
+
+
+def _authentication_classes() -> list:
+    from rest_framework.settings import api_settings
+
+    return [WebhookSignatureAuthentication, *api_settings.DEFAULT_AUTHENTICATION_CLASSES]
+
+
+class JSONParser(parsers.JSONParser):
+    """DRF's parser, plus: a body nested too deep for `json` (RecursionError) is a 400, not a 500."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError(_("JSON parse error - the body is nested too deeply.")) from None
+
+
+class FalaiView(APIView):
+    permission_classes = [CanDriveConversations]
+    parser_classes = [JSONParser]
+
+    def get_authenticators(self):
+        return [auth() for auth in _authentication_classes()]
+
+    def handle_exception(self, exc):
+        if isinstance(exc, host.InputError | FlowConfigurationError):
+            exc = ValidationError({"detail": str(exc)})
+        elif isinstance(exc, InvalidSessionError):
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return super().handle_exception(exc)
+
+
+def _check_session_id(session_id: str) -> None:
+    if not session_id or len(session_id) > 255:
+        raise ValidationError({"session_id": [_("A session id is 1 to 255 characters.")]})
+    problem = serializers.text_problem(session_id)
+    if problem:
+        raise ValidationError({"session_id": [problem]})
+
+
+class TurnSchema(AutoSchema):
+    """Inputs answer with what the turn did, not with the input's own shape."""
+
+    def get_response_serializer(self, path, method):
+        return serializers.TurnResponseSerializer()
+
+
+class _InputView(FalaiView):
+    serializer_class: type[serializers._Common]
+
+    def get_serializer(self, *args, **kwargs):  # for the schema generator
+        return self.serializer_class(*args, **kwargs)
+
+    def authorize_input(self, session_id: str, serializer) -> None:
+        """Hook: refuse an input this conversation may not take."""
+
+    def post(self, request, session_id: str) -> Response:
+        _check_session_id(session_id)
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        self.authorize_input(session_id, serializer)
+        result = host.handle(session_id, serializer.turn_input(), **serializer.host_options())
+        code = status.HTTP_202_ACCEPTED if result.status in ("retry", "failed") else status.HTTP_200_OK
+        return Response(serializers.TurnResponseSerializer.from_host(result), status=code)
+
+
+class MessageView(_InputView):
+    """An inbound customer message."""
+
+    serializer_class = serializers.MessageInputSerializer
+    schema = TurnSchema(tags=["inputs"], operation_id_base="Message")
+
+
+class WakeView(_InputView):
+    """Fire a wake of this conversation (`turn(wake=key)`)."""
+
+    serializer_class = serializers.WakeInputSerializer
+    schema = TurnSchema(tags=["inputs"], operation_id_base="Wake")
+
+    def authorize_input(self, session_id: str, serializer) -> None:
+        from ..models import Wake
+
+        key = serializer.validated_data["key"]
+        owners = set(Wake.objects.filter(key=key).values_list("conversation_id", flat=True)[:50])
+        if session_id in owners:
+            return
+        if owners or key.startswith("silence:") and f":{session_id}:" not in key:
+            raise PermissionDenied(_("This wake belongs to another conversation."))
+        raise NotFound(_("This conversation has no wake with that key."))
+
+
+class EventView(_InputView):
+    """An event from your system."""
+
+    serializer_class = serializers.EventInputSerializer
+    schema = TurnSchema(tags=["inputs"], operation_id_base="Event")
+
+
+class StartView(_InputView):
+    """Start a flow by hand."""
+
+    serializer_class = serializers.StartInputSerializer
+    schema = TurnSchema(tags=["inputs"], operation_id_base="Start")
+
+
+class MessageStreamView(FalaiView):
+    """An inbound message answered as server-sent events: `delta` chunks, then `done`."""
+
+    serializer_class = serializers.MessageInputSerializer
+    schema = AutoSchema(tags=["inputs"], operation_id_base="MessageStream")
+
+    def get_serializer(self, *args, **kwargs):
+        return self.serializer_class(*args, **kwargs)
+
+    def post(self, request, session_id: str):
+        _check_session_id(session_id)
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        events = host.stream(session_id, serializer.turn_input(), **serializer.host_options())
+        response = StreamingHttpResponse(_sse(events), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+
+
+def _sse_frame(event: str, data: Any) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, default=str, ensure_ascii=False)}\n\n"
+
+
+def _sse(events):
+    try:
+        for event in events:
+            if "delta" in event:
+                yield _sse_frame("delta", {"delta": event["delta"]})
+            elif "replay" in event:
+                yield _sse_frame("replay", {"replay": event["replay"]})
+            elif event.get("done"):
+                yield _sse_frame("done", serializers.TurnResponseSerializer.from_host(event["host"]))
+    except Exception as exc:  # noqa: BLE001 - headers are out: report in-band
+        yield _sse_frame("error", {"detail": f"{type(exc).__name__}: {exc}"})
+
+
+class SessionStateView(FalaiView):
+    """The conversation: session data, runs, pending wakes, recent history, handoff."""
+
+    schema = AutoSchema(tags=["sessions"], operation_id_base="SessionState")
+
+    def get(self, request, session_id: str) -> Response:
+        _check_session_id(session_id)
+        state = host.session_state(session_id)
+        if state is None:
+            raise NotFound(_("No conversation with this id."))
+        return Response(state)
+
+
+class SilenceView(FalaiView):
+    """Hand the conversation to a human: later inputs are silenced with this reason."""
+
+    serializer_class = serializers.SilenceSerializer
+    schema = AutoSchema(tags=["handoff"], operation_id_base="Silence")
+
+    def get_serializer(self, *args, **kwargs):
+        return self.serializer_class(*args, **kwargs)
+
+    def post(self, request, session_id: str) -> Response:
+        _check_session_id(session_id)
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        saved = host.silence(session_id, data["reason"], owner=data.get("owner"), mode=data["mode"])
+        return Response({"handoff": host.handoff_of(saved), "version": saved.version})
+
+
+class UnsilenceView(FalaiView):
+    """Give the conversation back to the agent."""
+
+    schema = AutoSchema(tags=["handoff"], operation_id_base="Unsilence")
+
+    def post(self, request, session_id: str) -> Response:
+        _check_session_id(session_id)
+        saved = host.unsilence(session_id)
+        return Response({"handoff": None, "version": saved.version})

@@ -1,0 +1,144 @@
+"""System checks for the `FALAI` setting (ids `falai_django.E001`…, `falai_django.W001`…)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+
+from .conf import DEFAULTS
+
+
+def _import_error(name: str, path: Any, exc: Exception, check_id: str) -> Error:
+    return Error(
+        f'FALAI["{name}"] = {path!r} cannot be imported: {type(exc).__name__}: {exc}.',
+        hint=f'Point FALAI["{name}"] at an importable dotted path ("package.module.attribute").',
+        id=check_id,
+    )
+
+
+@register(Tags.compatibility)
+def check_falai_settings(app_configs=None, **kwargs) -> list:
+    from django.utils.module_loading import import_string
+
+    problems: list = []
+    configured = getattr(settings, "FALAI", None)
+    if configured is None or not isinstance(configured, dict):
+        return [
+            Error(
+                "The FALAI setting is missing or is not a dict.",
+                hint='Add FALAI = {"AGENT": "yourproject.agents.agent"} to your settings.',
+                id="falai_django.E001",
+            )
+        ]
+    unknown = sorted(set(configured) - set(DEFAULTS))
+    if unknown:
+        problems.append(
+            Warning(
+                f"FALAI has unknown keys: {', '.join(unknown)}.",
+                hint=f"Known keys: {', '.join(sorted(DEFAULTS))}.",
+                id="falai_django.W002",
+            )
+        )
+
+    agent_path = configured.get("AGENT")
+    if not agent_path:
+        problems.append(
+            Error(
+                'FALAI["AGENT"] is not set: the host has no agent to run.',
+                hint='Set FALAI["AGENT"] to the dotted path of your Agent, e.g. "project.agents.ana".',
+                id="falai_django.E001",
+            )
+        )
+    else:
+        try:
+            agent = import_string(agent_path) if isinstance(agent_path, str) else agent_path
+        except Exception as exc:  # noqa: BLE001 - any import failure is reported, not raised
+            problems.append(_import_error("AGENT", agent_path, exc, "falai_django.E002"))
+        else:
+            if not hasattr(agent, "turn") and not callable(agent):
+                problems.append(
+                    Error(
+                        f'FALAI["AGENT"] = {agent_path!r} is a {type(agent).__name__}, not an agent.',
+                        hint="Point it at the object falai().fields(...).agent(...) returns, or at a "
+                        "zero-argument callable returning one.",
+                        id="falai_django.E003",
+                    )
+                )
+
+    for name, check_id in (("SENDER", "falai_django.E004"), ("CONTEXT", "falai_django.E005")):
+        path = configured.get(name, DEFAULTS[name])
+        if not path:
+            continue
+        try:
+            target = import_string(path) if isinstance(path, str) else path
+        except Exception as exc:  # noqa: BLE001
+            problems.append(_import_error(name, path, exc, check_id))
+            continue
+        if not callable(target):
+            problems.append(
+                Error(
+                    f'FALAI["{name}"] = {path!r} is not callable.',
+                    hint=f'FALAI["{name}"] must name a function.',
+                    id=check_id,
+                )
+            )
+
+    secret = configured.get("WEBHOOK_SECRET", "")
+    if not isinstance(secret, str):
+        problems.append(
+            Error(
+                'FALAI["WEBHOOK_SECRET"] must be a string.',
+                hint="Use the shared secret your channel signs webhooks with, as text.",
+                id="falai_django.E006",
+            )
+        )
+    elif not secret:
+        problems.append(
+            Warning(
+                'FALAI["WEBHOOK_SECRET"] is empty: signed webhooks are refused; only token and session '
+                "authentication work.",
+                hint="Set it to the shared secret your channel signs webhook bodies with.",
+                id="falai_django.W001",
+            )
+        )
+
+    if "django_q" not in settings.INSTALLED_APPS:
+        problems.append(
+            Error(
+                '"django_q" is not in INSTALLED_APPS: sends and wakes cannot be handed to django-q2.',
+                hint='Add "django_q" to INSTALLED_APPS and configure Q_CLUSTER (the ORM broker works out of the box).',
+                id="falai_django.E007",
+            )
+        )
+    elif not getattr(settings, "Q_CLUSTER", None):
+        problems.append(
+            Error(
+                "Q_CLUSTER is not configured.",
+                hint='Set Q_CLUSTER = {"name": "falai", "orm": "default"} (or "redis": ... for several machines).',
+                id="falai_django.E008",
+            )
+        )
+    q_cluster = getattr(settings, "Q_CLUSTER", None) or {}
+    orm_alias = q_cluster.get("orm")
+    if orm_alias and settings.DATABASES.get(orm_alias, {}).get("CONN_MAX_AGE", 0) == 0:
+        problems.append(
+            Warning(
+                f'django-q2 uses the ORM broker on "{orm_alias}" with CONN_MAX_AGE = 0: every send hand-off '
+                "closes the database connection and the next query reconnects.",
+                hint=f'Set DATABASES["{orm_alias}"]["CONN_MAX_AGE"] (e.g. 60) with CONN_HEALTH_CHECKS = True.',
+                id="falai_django.W003",
+            )
+        )
+    for name in ("WEBHOOK_TOLERANCE_S", "HISTORY_LIMIT", "MAX_REPLAYS", "DISPATCH_POLL_S"):
+        value = configured.get(name, DEFAULTS[name])
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+            problems.append(
+                Error(
+                    f'FALAI["{name}"] = {value!r} must be a positive number.',
+                    hint=f"Remove it to use the default ({DEFAULTS[name]!r}).",
+                    id="falai_django.E009",
+                )
+            )
+    return problems

@@ -1,0 +1,115 @@
+"""The one reader of the `FALAI` setting, with its defaults.
+
+```python
+FALAI = {
+    "AGENT": "project.agents.ana",          # dotted path to an Agent (or a callable returning one)
+    "SENDER": "falai_django.sending.log_sender",  # callable(OutboundSend) -> str | None
+    "CONTEXT": None,                        # callable(session_id, input) -> context, or None
+    "WEBHOOK_SECRET": "",                   # shared secret for HMAC-signed webhooks ("" = off)
+}
+```
+
+Everything reads settings through `falai_settings()` at call time, never at import time, so
+`import falai_django` needs no Django settings and tests can override `FALAI` freely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+DEFAULTS: dict[str, Any] = {
+    "AGENT": None,
+    "SENDER": "falai_django.sending.log_sender",
+    "CONTEXT": None,
+    "WEBHOOK_SECRET": "",
+    # Signed webhooks older or newer than this many seconds are refused (replay window).
+    "WEBHOOK_TOLERANCE_S": 300,
+    # Transcript items passed to the turn as `history` (the most recent N).
+    "HISTORY_LIMIT": 200,
+    # Conflicts replayed in-line before the input is parked for a later retry.
+    "MAX_REPLAYS": 20,
+    # A ProviderError parks the input; it is retried with exponential backoff up to this many times.
+    "TURN_RETRY_MAX": 8,
+    "TURN_RETRY_BASE_S": 2.0,
+    "TURN_RETRY_CAP_S": 900.0,
+    # Failed sends are retried with backoff up to this many attempts, then marked failed.
+    "SEND_RETRY_MAX": 8,
+    "SEND_RETRY_BASE_S": 1.0,
+    "SEND_RETRY_CAP_S": 600.0,
+    # One worker sends a conversation's messages at a time: "auto" = a PostgreSQL advisory lock
+    # (a lease column elsewhere); "lease" = always the lease column (e.g. behind a transaction-pooling
+    # PgBouncer, where session advisory locks do not hold). A dead worker's lease lapses after SEND_LEASE_S.
+    "SEND_LOCK": "auto",
+    "SEND_LEASE_S": 60.0,
+    # Wake dispatcher: poll interval, claim batch, wakes per django-q2 task (keep chunk × the slowest
+    # turn under Q_CLUSTER["timeout"]), claim lease.
+    "DISPATCH_POLL_S": 0.1,
+    "DISPATCH_BATCH": 1000,
+    "DISPATCH_CHUNK": 10,
+    "DISPATCH_LEASE_S": 60.0,
+    # The dispatcher also re-enqueues sends whose hand-off was lost (crash between commit and enqueue).
+    "SEND_SWEEP_AFTER_S": 10.0,
+    # django-q2 cluster name for falai's tasks (None: the default cluster).
+    "Q_CLUSTER": None,
+    # The admin's handoff (docs/admin.md): keep extracting fields by default on a take-over, and
+    # the outbound event recorded when a human replies (None: the agent's first outbound event).
+    "HANDOFF_UNDERSTAND": False,
+    "HUMAN_REPLY_EVENT": None,
+}
+
+
+def falai_settings() -> dict[str, Any]:
+    """The merged `FALAI` setting: the project's values over `DEFAULTS`."""
+    from django.conf import settings
+
+    configured = getattr(settings, "FALAI", None) or {}
+    merged = dict(DEFAULTS)
+    merged.update(configured)
+    return merged
+
+
+def get(name: str) -> Any:
+    return falai_settings()[name]
+
+
+@lru_cache(maxsize=32)
+def _import(path: str) -> Any:
+    from django.utils.module_loading import import_string
+
+    return import_string(path)
+
+
+def resolve(value: Any) -> Any:
+    """A dotted path becomes the object it names; anything else is returned as is."""
+    if isinstance(value, str):
+        return _import(value)
+    return value
+
+
+def get_agent() -> Any:
+    """The configured agent. `AGENT` may name an Agent or a zero-argument callable returning one."""
+    value = get("AGENT")
+    if value is None:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured('FALAI["AGENT"] is not set: point it at your agent, e.g. "project.agents.ana".')
+    agent = resolve(value)
+    if not hasattr(agent, "turn") and callable(agent):
+        agent = agent()
+    return agent
+
+
+def get_sender() -> Callable[..., Any]:
+    return resolve(get("SENDER"))
+
+
+def get_context_builder() -> Callable[..., Any] | None:
+    value = get("CONTEXT")
+    return resolve(value) if value else None
+
+
+def clear_cache() -> None:
+    """Forget imported dotted paths (tests that swap modules call this)."""
+    _import.cache_clear()

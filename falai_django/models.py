@@ -1,0 +1,195 @@
+"""The host's tables.
+
+- `Conversation` — one row per session (table `agent_sessions`, the upstream PostgresStore shape
+  `id, version, blob, created_at, updated_at`) plus columns derived from the blob on every save
+  for the admin to filter on. Named `Conversation` so it never clashes with the engine's
+  pydantic `Session`; the blob *is* the engine session.
+- `HistoryItem` — one row per transcript item. Outbound items are also the outbox: they carry
+  the send status, attempts and the emission key (unique per conversation). `OutboxItem` is a
+  proxy over the outbound rows.
+- `Wake` — durable wakes (`conversation, key` unique), fired by the dispatcher via django-q2.
+- `TurnRecord` — one row per input: the durable inbox (written before the turn) and the run
+  log (mirrors `started`, `ended`, `outcomes`, `skipped`, `llm_calls`, `usage` after it).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models.functions import Now
+from django.utils.translation import gettext_lazy as _
+
+
+class Conversation(models.Model):
+    id = models.CharField(_("session id"), max_length=255, primary_key=True)
+    version = models.IntegerField(_("version"))
+    blob = models.JSONField(_("session blob"))
+    created_at = models.DateTimeField(_("created at"), db_default=Now())
+    updated_at = models.DateTimeField(_("updated at"), db_default=Now())
+
+    # Derived from the blob on every save (never written by hand).
+    asking_flow = models.CharField(_("asking flow"), max_length=255, null=True, blank=True, db_index=True)
+    asking_step = models.CharField(_("asking step"), max_length=255, null=True, blank=True, db_index=True)
+    waiting_until = models.DateTimeField(_("waiting until"), null=True, blank=True, db_index=True)
+    silenced_reason = models.CharField(_("silenced reason"), max_length=255, null=True, blank=True, db_index=True)
+    human_owner = models.CharField(_("human owner"), max_length=255, null=True, blank=True, db_index=True)
+    last_user_at = models.DateTimeField(_("last user message at"), null=True, blank=True, db_index=True)
+    last_assistant_at = models.DateTimeField(_("last assistant message at"), null=True, blank=True, db_index=True)
+    run_count = models.IntegerField(_("live runs"), null=True, blank=True)
+
+    # Per-conversation send lease: only one worker sends a conversation's messages at a time.
+    send_lease_until = models.DateTimeField(_("send lease until"), null=True, blank=True)
+
+    class Meta:
+        db_table = "agent_sessions"
+        verbose_name = _("conversation")
+        verbose_name_plural = _("conversations")
+        permissions = [
+            ("handoff_conversation", _("Can hand a conversation over to a human and back")),
+            ("reply_conversation", _("Can reply to a conversation as a human")),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class HistoryItem(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", _("user")
+        ASSISTANT = "assistant", _("assistant")
+        SYSTEM = "system", _("system")
+
+    class SendStatus(models.TextChoices):
+        PENDING = "pending", _("pending")
+        SENDING = "sending", _("sending")
+        SENT = "sent", _("sent")
+        FAILED = "failed", _("failed")
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="history", verbose_name=_("conversation")
+    )
+    role = models.CharField(_("role"), max_length=16, choices=Role.choices)
+    content = models.TextField(_("content"), blank=True)
+    message_key = models.CharField(_("message key"), max_length=1024, null=True, blank=True)
+    at = models.DateTimeField(_("time"), db_index=True)
+    turn = models.ForeignKey(
+        "TurnRecord", on_delete=models.SET_NULL, null=True, blank=True, related_name="items", verbose_name=_("turn")
+    )
+
+    # Outbound only (the outbox).
+    kind = models.CharField(_("kind"), max_length=16, null=True, blank=True)  # 'ai' | 'verbatim'
+    media = models.JSONField(_("media"), null=True, blank=True)
+    run_id = models.CharField(_("run id"), max_length=1024, null=True, blank=True)
+    step_id = models.CharField(_("step id"), max_length=255, null=True, blank=True)
+    after_ms = models.IntegerField(_("delay (ms)"), default=0)
+    emission_key = models.CharField(_("emission key"), max_length=1536, null=True, blank=True)
+    idempotency_key = models.CharField(_("idempotency key"), max_length=64, null=True, blank=True)
+    send_status = models.CharField(
+        _("send status"), max_length=16, choices=SendStatus.choices, null=True, blank=True, db_index=True
+    )
+    send_attempts = models.IntegerField(_("send attempts"), default=0)
+    next_attempt_at = models.DateTimeField(_("next attempt at"), null=True, blank=True)
+    queued_at = models.DateTimeField(_("queued at"), null=True, blank=True)
+    sent_at = models.DateTimeField(_("sent at"), null=True, blank=True)
+    send_error = models.TextField(_("last send error"), blank=True, default="")
+    channel_message_id = models.CharField(_("channel message id"), max_length=255, null=True, blank=True)
+
+    class Meta:
+        db_table = "falai_history"
+        ordering = ["id"]
+        verbose_name = _("history item")
+        verbose_name_plural = _("history")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "emission_key"],
+                condition=models.Q(emission_key__isnull=False),
+                name="falai_history_unique_emission",
+            ),
+        ]
+        indexes = [models.Index(fields=["conversation", "id"], name="falai_hist_conv_id")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+
+class OutboxItem(HistoryItem):
+    """The outbound history rows seen as an outbox (a proxy: same table)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("outbox message")
+        verbose_name_plural = _("outbox")
+
+
+class Wake(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending", _("pending")  # waiting for its time
+        QUEUED = "queued", _("queued")  # handed to django-q2, not fired yet
+        DONE = "done", _("done")  # fired (honoured or dropped as stale)
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="wakes", verbose_name=_("conversation")
+    )
+    key = models.CharField(_("key"), max_length=1024)
+    at = models.DateTimeField(_("due at"))
+    state = models.CharField(_("state"), max_length=16, choices=State.choices, default=State.PENDING)
+    claimed_at = models.DateTimeField(_("claimed at"), null=True, blank=True)
+    attempts = models.IntegerField(_("attempts"), default=0)
+    fired_at = models.DateTimeField(_("fired at"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created at"), db_default=Now())
+
+    class Meta:
+        db_table = "falai_wake"
+        verbose_name = _("wake")
+        verbose_name_plural = _("wakes")
+        constraints = [models.UniqueConstraint(fields=["conversation", "key"], name="falai_wake_unique_key")]
+        indexes = [models.Index(fields=["state", "at"], name="falai_wake_due")]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class TurnRecord(models.Model):
+    """One input: its durable inbox row before the turn, its run log after."""
+
+    class Kind(models.TextChoices):
+        MESSAGE = "message", _("message")
+        WAKE = "wake", _("wake")
+        EVENT = "event", _("event")
+        START = "start", _("start")
+
+    class Status(models.TextChoices):
+        RECEIVED = "received", _("received")  # persisted, turn not finished
+        DONE = "done", _("done")  # saved (changed)
+        UNCHANGED = "unchanged", _("unchanged")  # the turn changed nothing (duplicate, stale, no-op)
+        RETRY = "retry", _("waiting to retry")  # provider failed; retried later
+        FAILED = "failed", _("failed")  # gave up; see error
+
+    conversation_id = models.CharField(_("session id"), max_length=255, db_index=True)
+    kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices)
+    input_key = models.CharField(_("input key"), max_length=1024)
+    input = models.JSONField(_("input"))
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.RECEIVED)
+    received_at = models.DateTimeField(_("received at"), db_default=Now())
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    attempts = models.IntegerField(_("attempts"), default=0)
+    replays = models.IntegerField(_("replays"), default=0)
+    next_attempt_at = models.DateTimeField(_("next attempt at"), null=True, blank=True, db_index=True)
+    error = models.TextField(_("error"), blank=True, default="")
+    version = models.IntegerField(_("saved version"), null=True, blank=True)
+    started = models.JSONField(_("runs started"), default=list, blank=True)
+    ended = models.JSONField(_("runs ended"), default=list, blank=True)
+    outcomes = models.JSONField(_("outcomes"), default=list, blank=True)
+    skipped = models.JSONField(_("skipped triggers"), default=list, blank=True)
+    schedule = models.JSONField(_("schedule"), default=list, blank=True)
+    llm_calls = models.IntegerField(_("LLM calls"), default=0)
+    usage = models.JSONField(_("usage"), null=True, blank=True)
+
+    class Meta:
+        db_table = "falai_turn"
+        ordering = ["-id"]
+        verbose_name = _("turn")
+        verbose_name_plural = _("turns")
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="falai_turn_retry")]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id} {self.kind}:{self.input_key}"

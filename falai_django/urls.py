@@ -1,0 +1,34 @@
+"""Include under one prefix: `path("falai/", include("falai_django.urls"))`."""
+
+from django.urls import include, path
+from rest_framework.renderers import JSONOpenAPIRenderer
+from rest_framework.schemas import get_schema_view
+
+from .api import views
+from .api.auth import CanDriveConversations
+
+app_name = "falai"
+
+urlpatterns = [
+    path("sessions/<str:session_id>", views.SessionStateView.as_view(), name="session"),
+    path("sessions/<str:session_id>/messages", views.MessageView.as_view(), name="message"),
+    path("sessions/<str:session_id>/messages/stream", views.MessageStreamView.as_view(), name="message-stream"),
+    path("sessions/<str:session_id>/wakes", views.WakeView.as_view(), name="wake"),
+    path("sessions/<str:session_id>/events", views.EventView.as_view(), name="event"),
+    path("sessions/<str:session_id>/starts", views.StartView.as_view(), name="start"),
+    path("sessions/<str:session_id>/silence", views.SilenceView.as_view(), name="silence"),
+    path("sessions/<str:session_id>/unsilence", views.UnsilenceView.as_view(), name="unsilence"),
+    path("playground/", include("falai_django.playground")),
+    path(
+        "schema",
+        get_schema_view(
+            title="falai_django",
+            description="Drive conversations: inputs, state, handoff.",
+            version="1",
+            renderer_classes=[JSONOpenAPIRenderer],
+            permission_classes=[CanDriveConversations],
+            authentication_classes=views._authentication_classes(),
+        ),
+        name="schema",
+    ),
+]
