@@ -77,8 +77,14 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.environ.get("SQLITE_PATH", str(BASE_DIR / "db.sqlite3")),
+            # Several processes (web, worker, dispatcher) write: wait for the lock, don't fail.
+            "OPTIONS": {"timeout": 20},
         }
     }
+# Keep connections between requests and tasks: django-q2's ORM broker otherwise reconnects on
+# every enqueue (check falai_django.W003).
+DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("DB_CONN_MAX_AGE", "60"))
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("pt-br", "Português (Brasil)")]
@@ -110,4 +116,6 @@ if os.environ.get("FALAI_REDIS_URL"):
 
 FALAI = {
     "AGENT": "project.agents.ana",
+    # Shared secret for HMAC-signed webhooks; empty refuses signed webhooks (token/session auth only).
+    "WEBHOOK_SECRET": os.environ.get("FALAI_WEBHOOK_SECRET", ""),
 }
