@@ -55,22 +55,20 @@ def _from_legacy(blob: dict[str, Any], session_id: str, flow_id_of: Callable[[st
     def fail(reason: str) -> InvalidSessionError:
         return InvalidSessionError(session_id, reason)
 
+    def optional(key: str, kind: type, expected: str) -> Any:
+        # present-but-null counts as present (JS `!== undefined`); only a missing key is absent
+        value = blob.get(key, _MISSING)
+        if value is not _MISSING and not isinstance(value, kind):
+            raise fail(f"{key} is {describe(value)}, expected {expected}")
+        return value
+
     data = blob.get("data", _MISSING)
     if not isinstance(data, dict):
         raise fail(f"data is {_describe(data)}, expected an object; not a 3.x session either")
-    # present-but-null counts as present (JS `!== undefined`); only a missing key is absent
-    metadata = blob.get("metadata", _MISSING)
-    if metadata is not _MISSING and not isinstance(metadata, dict):
-        raise fail(f"metadata is {describe(metadata)}, expected an object")
-    history = blob.get("history", _MISSING)
-    if history is not _MISSING and not isinstance(history, list):
-        raise fail(f"history is {describe(history)}, expected a list")
-    flow_history = blob.get("flowHistory", _MISSING)
-    if flow_history is not _MISSING and not isinstance(flow_history, list):
-        raise fail(f"flowHistory is {describe(flow_history)}, expected a list")
-    signals = blob.get("signals", _MISSING)
-    if signals is not _MISSING and not isinstance(signals, dict):
-        raise fail(f"signals is {describe(signals)}, expected an object")
+    metadata = optional("metadata", dict, "an object")
+    history = optional("history", list, "a list")
+    flow_history = optional("flowHistory", list, "a list")
+    signals = optional("signals", dict, "an object")
     triggers = signals.get("triggers") if isinstance(signals, dict) else None
     if triggers is None:
         triggers = {}

@@ -21,7 +21,7 @@ import contextvars
 import inspect
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -721,29 +721,22 @@ class Runner:
     # ======================================================================= phase 3: understand request
 
     def eligible_flows(self) -> list[tuple[Flow, Trigger]]:
-        out = []
-        tk = self.trigger_key
-        for flow in self.index.flows:
-            trigger = self.index.message_trigger[flow.id]
-            if trigger is None:
-                continue
-            if trigger.if_ is not None and not self.judge(trigger.if_, self.draft_run(flow, "message", tk), None):
-                continue
-            if self.repeat_allows(flow, trigger, "message", tk):
-                out.append((flow, trigger))
-        return out
+        return list(self.message_triggered(self.index.message_trigger))
 
     def catch_all(self) -> tuple[Flow, Trigger] | None:
+        return next(self.message_triggered(self.index.catch_all_trigger), None)
+
+    def message_triggered(self, triggers: Mapping[str, Trigger | None]) -> Iterator[tuple[Flow, Trigger]]:
+        """Each flow, in order, whose trigger in `triggers` this message may fire: `if` holds, repeat allows."""
         tk = self.trigger_key
         for flow in self.index.flows:
-            trigger = self.index.catch_all_trigger[flow.id]
+            trigger = triggers[flow.id]
             if trigger is None:
                 continue
             if trigger.if_ is not None and not self.judge(trigger.if_, self.draft_run(flow, "message", tk), None):
                 continue
             if self.repeat_allows(flow, trigger, "message", tk):
-                return flow, trigger
-        return None
+                yield flow, trigger
 
     def lone_flow_shortcut(self, eligible: list[Any]) -> bool:
         return len(eligible) == 1 and self.agent.idle.silent and self.catch_all() is None

@@ -23,8 +23,11 @@ import asyncio
 import contextvars
 import copy
 from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import aclosing
 from datetime import datetime
 from typing import Any
+
+from falai_django.providers.base import iterate_in_thread
 
 from .compaction import compact_history
 from .errors import ProviderError
@@ -210,33 +213,13 @@ async def aturn(agent: Any, **kw: Any) -> TurnResult:
 
 async def aturn_stream(agent: Any, **kw: Any) -> AsyncIterator[dict[str, Any]]:
     """See turn_stream(). The sync stream runs in a worker thread; chunks cross over a queue."""
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    done = object()
-    token = HOME_LOOP.set(loop)
+    token = HOME_LOOP.set(asyncio.get_running_loop())
     context = contextvars.copy_context()
     HOME_LOOP.reset(token)
-
-    def pump() -> None:
-        try:
-            for chunk in turn_stream(agent, **kw):
-                loop.call_soon_threadsafe(queue.put_nowait, chunk)
-        except BaseException as exc:  # re-raised in the consumer
-            loop.call_soon_threadsafe(queue.put_nowait, exc)
-        finally:
-            loop.call_soon_threadsafe(queue.put_nowait, done)
-
-    task = loop.run_in_executor(None, context.run, pump)
-    try:
-        while True:
-            item = await queue.get()
-            if item is done:
-                break
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        await task
+    chunks = iterate_in_thread(lambda: turn_stream(agent, **kw), context=context)
+    async with aclosing(chunks):
+        async for chunk in chunks:
+            yield chunk
 
 
 def pending_wakes(agent: Any, session: Any = None, context: Any = None, anchors: Any = None, claims: Any = None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from falai_django.providers.base import GenerateInput, GenerateParameters, read_usage
@@ -195,35 +196,20 @@ class UnderstandCall:
         if not _usable(envelope):
             return out
         a = self.aliases
-        flows = envelope.get("flows")
-        if isinstance(flows, dict):
-            for wire, value in flows.items():
-                score = _score(value)
-                if score is not None:
-                    out.flows[a.real("flows", wire)] = score
-        mentions = envelope.get("mentions")
-        if isinstance(mentions, dict):
-            for wire, value in mentions.items():
-                b = _boolean(value)
-                if b is not None:
-                    out.mentions[a.real("flows", wire)] = b
-        extract = envelope.get("extract")
-        if isinstance(extract, dict):
-            for wire, values in extract.items():
-                if isinstance(values, dict):
-                    out.extract[a.real("flows", wire)] = {
-                        k: v for k, v in values.items() if v is not None and v != ""}
-        branches = envelope.get("branches")
-        if isinstance(branches, dict):
-            for wire, value in branches.items():
-                b = _boolean(value)
-                if b is not None:
-                    out.branches[a.real("branches", wire)] = b
-        fields = envelope.get("fields")
-        if isinstance(fields, dict):
-            for wire, value in fields.items():
-                if value is not None and value != "":
-                    out.fields[a.real("fields", wire)] = value
+
+        def section(name: str, namespace: str, read: Callable[[Any], Any]) -> dict[str, Any]:
+            """A reply section by real id: each value `read`, the unreadable ones (None) dropped."""
+            entries = envelope.get(name)
+            if not isinstance(entries, dict):
+                return {}
+            return {a.real(namespace, wire): value for wire, raw in entries.items()
+                    if (value := read(raw)) is not None}
+
+        out.flows = section("flows", "flows", _score)
+        out.mentions = section("mentions", "flows", _boolean)
+        out.extract = section("extract", "flows", _given_values)
+        out.branches = section("branches", "branches", _boolean)
+        out.fields = section("fields", "fields", _given)
         asks = _boolean(envelope.get("asks"))
         if asks is not None:
             out.asks = asks
@@ -246,6 +232,18 @@ def _score(value: Any) -> float | None:
     if not math.isfinite(n):
         return None
     return max(0, min(100, n))
+
+
+def _given(value: Any) -> Any:
+    """A detail the customer gave, or None for null and the empty string."""
+    return None if value is None or value == "" else value
+
+
+def _given_values(values: Any) -> dict[str, Any] | None:
+    """An extract object without its null and empty values; None when it is not an object."""
+    if not isinstance(values, dict):
+        return None
+    return {k: v for k, v in values.items() if _given(v) is not None}
 
 
 def _boolean(value: Any) -> bool | None:

@@ -8,9 +8,12 @@ the sync ones in a thread, and a provider with a native async client may overrid
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+import contextvars
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+_T = TypeVar("_T")
 
 
 class _Readable:
@@ -168,32 +171,45 @@ class BaseProvider:
         """See generate_message()."""
         return await asyncio.to_thread(self.generate_message, input)
 
-    async def agenerate_message_stream(self, input: GenerateInput) -> AsyncIterator[StreamChunk]:
+    def agenerate_message_stream(self, input: GenerateInput) -> AsyncIterator[StreamChunk]:
         """See generate_message_stream(). Runs the sync stream in a worker thread."""
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        loop = asyncio.get_running_loop()
-        done = object()
+        return iterate_in_thread(lambda: self.generate_message_stream(input))
 
-        def pump() -> None:
-            try:
-                for chunk in self.generate_message_stream(input):
-                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
-            except BaseException as exc:  # handed to the consumer, re-raised there
-                loop.call_soon_threadsafe(queue.put_nowait, exc)
-            finally:
-                loop.call_soon_threadsafe(queue.put_nowait, done)
 
-        task = loop.run_in_executor(None, pump)
+async def iterate_in_thread(open_stream: Callable[[], Iterable[_T]], *,
+                            context: contextvars.Context | None = None) -> AsyncIterator[_T]:
+    """The items of a sync iterable, produced in a worker thread and handed over a queue.
+
+    `open_stream()` is called in that thread (inside `context` when one is given). An exception
+    there is re-raised here; closing early still waits for the thread to finish its iterable.
+    """
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    done = object()
+
+    def pump() -> None:
         try:
-            while True:
-                item = await queue.get()
-                if item is done:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
+            for item in open_stream():
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+        except BaseException as exc:  # handed to the consumer, re-raised there
+            loop.call_soon_threadsafe(queue.put_nowait, exc)
         finally:
-            await task
+            loop.call_soon_threadsafe(queue.put_nowait, done)
+
+    if context is None:
+        task = loop.run_in_executor(None, pump)
+    else:
+        task = loop.run_in_executor(None, context.run, pump)
+    try:
+        while True:
+            item = await queue.get()
+            if item is done:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        await task
 
 
 def read_usage(metadata: dict[str, Any] | None) -> dict[str, int] | None:

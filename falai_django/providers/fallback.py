@@ -33,6 +33,7 @@ from falai_django.providers.base import (
     Provider,
     ProviderCapabilities,
     StreamChunk,
+    _Readable,
 )
 from falai_django.providers.classify import classify_error
 
@@ -69,8 +70,9 @@ def _rebuild_no_available(retry_at_ms: float, now_ms: float) -> NoAvailableProvi
 
 
 @dataclass
-class CooldownInfo:
-    """What `on_cooldown` receives when a candidate is put on cooldown."""
+class CooldownInfo(_Readable):
+    """What `on_cooldown` receives when a candidate is put on cooldown; reads as a dict under
+    upstream's names too (`info["retryAtMs"]`, `info["kind"]`)."""
 
     candidate: Any
     error: BaseException
@@ -78,12 +80,7 @@ class CooldownInfo:
     retry_at_ms: int
     window: str | None = None
 
-    def __getitem__(self, key: str) -> Any:
-        """Dict-style reads under upstream's names too: `info["retryAtMs"]`, `info["kind"]`."""
-        name = {"retryAtMs": "retry_at_ms"}.get(key, key)
-        if name not in self.__dataclass_fields__:
-            raise KeyError(key)
-        return getattr(self, name)
+    _ALIASES = {"retryAtMs": "retry_at_ms"}
 
 
 @dataclass
@@ -221,14 +218,22 @@ class FallbackProvider:
                            for p in self.providers)
         return NoAvailableProviderError(retry_at, now)
 
-    # -- calls -----------------------------------------------------------------------------
+    def _admitted(self) -> Iterator[tuple[Provider, _Cooldown | None]]:
+        """The candidates that may be called now, in order, each admitted just before its turn."""
+        for candidate in self.providers:
+            admitted, probe = self._admit(candidate)
+            if admitted:
+                yield candidate, probe
+
+    def _exhausted(self, last: BaseException | None) -> BaseException:
+        """What to raise when no candidate answered: the last failure, else "all cooling"."""
+        return last if last is not None else self._none_available()
+
+    # -- calls (the async twins differ only in `await` / `async for`) ----------------------
 
     def generate_message(self, input: GenerateInput) -> GenerateOutput:
         last: BaseException | None = None
-        for candidate in self.providers:
-            admitted, probe = self._admit(candidate)
-            if not admitted:
-                continue
+        for candidate, probe in self._admitted():
             try:
                 out = candidate.generate_message(input)
             except Exception as exc:
@@ -238,16 +243,11 @@ class FallbackProvider:
                 continue
             self._succeeded(candidate, probe)
             return out
-        if last is not None:
-            raise last
-        raise self._none_available()
+        raise self._exhausted(last)
 
     def generate_message_stream(self, input: GenerateInput) -> Iterator[StreamChunk]:
         last: BaseException | None = None
-        for candidate in self.providers:
-            admitted, probe = self._admit(candidate)
-            if not admitted:
-                continue
+        for candidate, probe in self._admitted():
             emitted = False
             try:
                 for chunk in candidate.generate_message_stream(input):
@@ -262,17 +262,12 @@ class FallbackProvider:
                 continue
             self._succeeded(candidate, probe)
             return
-        if last is not None:
-            raise last
-        raise self._none_available()
+        raise self._exhausted(last)
 
     async def agenerate_message(self, input: GenerateInput) -> GenerateOutput:
         """See generate_message()."""
         last: BaseException | None = None
-        for candidate in self.providers:
-            admitted, probe = self._admit(candidate)
-            if not admitted:
-                continue
+        for candidate, probe in self._admitted():
             try:
                 out = await candidate.agenerate_message(input)
             except Exception as exc:
@@ -282,17 +277,12 @@ class FallbackProvider:
                 continue
             self._succeeded(candidate, probe)
             return out
-        if last is not None:
-            raise last
-        raise self._none_available()
+        raise self._exhausted(last)
 
     async def agenerate_message_stream(self, input: GenerateInput) -> AsyncIterator[StreamChunk]:
         """See generate_message_stream()."""
         last: BaseException | None = None
-        for candidate in self.providers:
-            admitted, probe = self._admit(candidate)
-            if not admitted:
-                continue
+        for candidate, probe in self._admitted():
             emitted = False
             try:
                 async for chunk in candidate.agenerate_message_stream(input):
@@ -307,6 +297,4 @@ class FallbackProvider:
                 continue
             self._succeeded(candidate, probe)
             return
-        if last is not None:
-            raise last
-        raise self._none_available()
+        raise self._exhausted(last)

@@ -25,7 +25,7 @@ import random
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from falai_django.engine.errors import ProviderError
 from falai_django.providers.base import (
@@ -443,15 +443,19 @@ class GeminiProvider(BaseProvider):
 
     # -- retry policy ----------------------------------------------------------------------
 
-    def _next_step(self, error: ProviderError, attempt: int, model_index: int, models: int) -> tuple[str, float]:
-        """("retry", delay_ms) | ("backup", 0) | ("raise", 0) after a failure before any output."""
-        if error.is_transient and attempt < self.retries:
-            delay = self._backoff_ms(attempt, error.retry_after_ms)
-            if delay is not None:
-                return "retry", delay
-        if error.kind in _BACKUP_KINDS and model_index + 1 < models:
-            return "backup", 0.0
-        return "raise", 0.0
+    def _after_failure(self, exc: Exception, emitted: bool, attempt: int, model_index: int,
+                       models: int) -> tuple[str, float]:
+        """("retry", delay_ms) or ("backup", 0) after a failed call; otherwise re-raises it, classified
+        and with the key redacted. Once output was emitted it always re-raises: never restart an answer."""
+        error = _redacted(classify_error(exc, self.name, in_stream=_in_band(exc)), self._secret)
+        if not emitted:
+            if error.is_transient and attempt < self.retries:
+                delay = self._backoff_ms(attempt, error.retry_after_ms)
+                if delay is not None:
+                    return "retry", delay
+            if error.kind in _BACKUP_KINDS and model_index + 1 < models:
+                return "backup", 0.0
+        _reraise(error, exc, self._secret)
 
     def _backoff_ms(self, attempt: int, retry_after_ms: int | None) -> float | None:
         """Full-jitter exponential backoff; a server hint is honoured up to the cap, beyond it we stop."""
@@ -494,10 +498,7 @@ class GeminiProvider(BaseProvider):
                             yield StreamChunk(delta=delta, accumulated=fold.text)
                     fold.require_content(self.name)
                 except Exception as exc:
-                    error = _redacted(classify_error(exc, self.name, in_stream=_in_band(exc)), self._secret)
-                    step, delay = ("raise", 0.0) if emitted else self._next_step(error, attempt, index, len(models))
-                    if step == "raise":
-                        _reraise(error, exc, self._secret)
+                    step, delay = self._after_failure(exc, emitted, attempt, index, len(models))
                     if step == "retry":
                         self._wait(delay)
                         attempt += 1
@@ -532,10 +533,7 @@ class GeminiProvider(BaseProvider):
                             yield StreamChunk(delta=delta, accumulated=fold.text)
                     fold.require_content(self.name)
                 except Exception as exc:
-                    error = _redacted(classify_error(exc, self.name, in_stream=_in_band(exc)), self._secret)
-                    step, delay = ("raise", 0.0) if emitted else self._next_step(error, attempt, index, len(models))
-                    if step == "raise":
-                        _reraise(error, exc, self._secret)
+                    step, delay = self._after_failure(exc, emitted, attempt, index, len(models))
                     if step == "retry":
                         await self._await(delay)
                         attempt += 1
@@ -577,7 +575,7 @@ def _redacted(error: ProviderError, secret: str) -> ProviderError:
     return clean
 
 
-def _reraise(error: ProviderError, exc: BaseException, secret: str = "") -> None:
+def _reraise(error: ProviderError, exc: BaseException, secret: str = "") -> NoReturn:
     if error is exc:
         raise error
     if getattr(error, "redacted", False) or (secret and secret in str(exc)):

@@ -13,6 +13,9 @@ A store keeps one row per session: the session's v4 JSON blob and an integer ver
   `actual_version` is the stored version, or None when the row is gone.
 - `initialize()` creates what is missing (table, index); it never alters what exists.
 
+`SQLStore` writes that compare-and-swap once for the SQL backends (postgres, sqlite): each
+gives its connection, its statements and the two conditional writes.
+
 The framework never calls a store: the host loop does (load, turn, save, then send).
 Each method has an async twin (`aload`, `asave`, `ainitialize`) right under it.
 """
@@ -20,14 +23,18 @@ Each method has an async twin (`aload`, `asave`, `ainitialize`) right under it.
 from __future__ import annotations
 
 import asyncio
+import re
+from contextlib import AbstractContextManager
 from typing import Any
 
-from falai_django.engine.errors import InvalidSessionError
+from falai_django.engine.errors import InvalidSessionError, SessionConflictError
 from falai_django.engine.session import Session
 
-__all__ = ["DEFAULT_TABLE", "Store", "check_expected_version", "stamped"]
+__all__ = ["DEFAULT_TABLE", "SQLStore", "Store", "check_expected_version", "check_table_name", "stamped"]
 
 DEFAULT_TABLE = "agent_sessions"
+
+_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$")
 
 
 class Store:
@@ -55,6 +62,64 @@ class Store:
     async def ainitialize(self) -> None:
         """See initialize()."""
         await asyncio.to_thread(self.initialize)
+
+
+class SQLStore(Store):
+    """A store over one SQL table (Postgres, SQLite): the compare-and-swap lives here once.
+
+    A backend gives `_connection()` (a DB-API connection that commits or rolls back what it
+    owns), the statements `_sql_create`, `_sql_load` (the blob text by id) and `_sql_version`
+    (the version by id), and the two conditional writes `_insert` and `_update`.
+    """
+
+    _sql_create: str
+    _sql_load: str
+    _sql_version: str
+
+    def _connection(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _insert(self, conn: Any, saved: Session, text: str) -> bool:
+        """Insert the row unless one exists; True when it was written."""
+        raise NotImplementedError
+
+    def _update(self, conn: Any, saved: Session, text: str, expected_version: int) -> bool:
+        """Update the row only while it is at `expected_version`; True when it was written."""
+        raise NotImplementedError
+
+    def load(self, session_id: str) -> Session | None:
+        with self._connection() as conn:
+            row = conn.execute(self._sql_load, (session_id,)).fetchone()
+        if row is None:
+            return None
+        return Session.from_json_text(row[0], session_id)
+
+    def save(self, session: Session, expected_version: int) -> Session:
+        saved, text = stamped(session, expected_version)
+        with self._connection() as conn:
+            if expected_version == 0:
+                written = self._insert(conn, saved, text)
+            else:
+                written = self._update(conn, saved, text, expected_version)
+            if not written:
+                current = conn.execute(self._sql_version, (saved.id,)).fetchone()
+                raise SessionConflictError(saved.id, expected_version, None if current is None else current[0])
+        return saved
+
+    def initialize(self) -> None:
+        """Create the sessions table when it is missing (never alters an existing one)."""
+        with self._connection() as conn:
+            conn.execute(self._sql_create)
+
+
+def check_table_name(name: Any) -> str:
+    """Table names are interpolated into SQL, so only plain identifiers are accepted."""
+    if not isinstance(name, str) or not _TABLE_NAME.match(name):
+        raise ValueError(
+            f"[Store] tables.sessions {name!r} is not a plain table name: use letters, digits and "
+            'underscores (optionally "schema.table"), e.g. "ana_sessions".'
+        )
+    return name
 
 
 def check_expected_version(expected_version: Any) -> int:

@@ -12,32 +12,18 @@ connection, between threads.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from falai_django.engine.errors import SessionConflictError
 from falai_django.engine.session import Session
 
-from .base import DEFAULT_TABLE, Store, stamped
+from .base import DEFAULT_TABLE, SQLStore, check_table_name
 
 __all__ = ["PostgresStore", "check_table_name"]
 
-_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$")
 
-
-def check_table_name(name: Any) -> str:
-    """Table names are interpolated into SQL, so only plain identifiers are accepted."""
-    if not isinstance(name, str) or not _TABLE_NAME.match(name):
-        raise ValueError(
-            f"[Store] tables.sessions {name!r} is not a plain table name: use letters, digits and "
-            'underscores (optionally "schema.table"), e.g. "ana_sessions".'
-        )
-    return name
-
-
-class PostgresStore(Store):
+class PostgresStore(SQLStore):
     """Sessions in PostgreSQL (table `agent_sessions` unless `tables={"sessions": ...}`)."""
 
     def __init__(self, client: Any, tables: dict[str, str] | None = None) -> None:
@@ -80,41 +66,14 @@ class PostgresStore(Store):
         if owns_transaction:
             client.commit()
 
-    def load(self, session_id: str) -> Session | None:
-        with self._connection() as conn:
-            row = conn.execute(self._sql_load, (session_id,)).fetchone()
-        if row is None:
-            return None
-        return Session.from_json_text(row[0], session_id)
+    # both statements end in RETURNING: a row comes back only when one was written
 
-    async def aload(self, session_id: str) -> Session | None:
-        """See load()."""
-        return await super().aload(session_id)
+    def _insert(self, conn: Any, saved: Session, text: str) -> bool:
+        return conn.execute(self._sql_insert, (saved.id, saved.version, text)).fetchone() is not None
 
-    def save(self, session: Session, expected_version: int) -> Session:
-        saved, text = stamped(session, expected_version)
-        with self._connection() as conn:
-            if expected_version == 0:
-                row = conn.execute(self._sql_insert, (saved.id, saved.version, text)).fetchone()
-            else:
-                row = conn.execute(self._sql_update, (saved.version, text, saved.id, expected_version)).fetchone()
-            if row is None:
-                current = conn.execute(self._sql_version, (saved.id,)).fetchone()
-                raise SessionConflictError(saved.id, expected_version, None if current is None else current[0])
-        return saved
-
-    async def asave(self, session: Session, expected_version: int) -> Session:
-        """See save()."""
-        return await super().asave(session, expected_version)
-
-    def initialize(self) -> None:
-        """Create the sessions table when it is missing (never alters an existing one)."""
-        with self._connection() as conn:
-            conn.execute(self._sql_create)
-
-    async def ainitialize(self) -> None:
-        """See initialize()."""
-        await super().ainitialize()
+    def _update(self, conn: Any, saved: Session, text: str, expected_version: int) -> bool:
+        params = (saved.version, text, saved.id, expected_version)
+        return conn.execute(self._sql_update, params).fetchone() is not None
 
     def disconnect(self) -> None:
         """Close the client (the connection or pool passed in)."""

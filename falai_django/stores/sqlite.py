@@ -18,17 +18,15 @@ from contextlib import contextmanager
 from os import PathLike
 from typing import Any
 
-from falai_django.engine.errors import SessionConflictError
 from falai_django.engine.jstime import to_iso, utc_now
 from falai_django.engine.session import Session
 
-from .base import DEFAULT_TABLE, Store, stamped
-from .postgres import check_table_name
+from .base import DEFAULT_TABLE, SQLStore, check_table_name
 
 __all__ = ["SQLiteStore"]
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLStore):
     """Sessions in SQLite (table `agent_sessions` unless `tables={"sessions": ...}`)."""
 
     def __init__(self, client: sqlite3.Connection | str | PathLike[str],
@@ -85,44 +83,14 @@ class SQLiteStore(Store):
             if owns_transaction and conn.in_transaction:
                 conn.commit()
 
-    def load(self, session_id: str) -> Session | None:
-        with self._connection() as conn:
-            row = conn.execute(self._sql_load, (session_id,)).fetchone()
-        if row is None:
-            return None
-        return Session.from_json_text(row[0], session_id)
-
-    async def aload(self, session_id: str) -> Session | None:
-        """See load()."""
-        return await super().aload(session_id)
-
-    def save(self, session: Session, expected_version: int) -> Session:
-        saved, text = stamped(session, expected_version)
+    def _insert(self, conn: sqlite3.Connection, saved: Session, text: str) -> bool:
         now = to_iso(utc_now())  # bookkeeping columns use the wall clock, not the agent's
-        with self._connection() as conn:
-            if expected_version == 0:
-                changed = conn.execute(self._sql_insert, (saved.id, saved.version, text, now, now)).rowcount
-            else:
-                changed = conn.execute(
-                    self._sql_update, (saved.version, text, now, saved.id, expected_version)
-                ).rowcount
-            if changed == 0:
-                current = conn.execute(self._sql_version, (saved.id,)).fetchone()
-                raise SessionConflictError(saved.id, expected_version, None if current is None else current[0])
-        return saved
+        return conn.execute(self._sql_insert, (saved.id, saved.version, text, now, now)).rowcount != 0
 
-    async def asave(self, session: Session, expected_version: int) -> Session:
-        """See save()."""
-        return await super().asave(session, expected_version)
-
-    def initialize(self) -> None:
-        """Create the sessions table when it is missing (never alters an existing one)."""
-        with self._connection() as conn:
-            conn.execute(self._sql_create)
-
-    async def ainitialize(self) -> None:
-        """See initialize()."""
-        await super().ainitialize()
+    def _update(self, conn: sqlite3.Connection, saved: Session, text: str, expected_version: int) -> bool:
+        now = to_iso(utc_now())
+        params = (saved.version, text, now, saved.id, expected_version)
+        return conn.execute(self._sql_update, params).rowcount != 0
 
     def disconnect(self) -> None:
         """Close the connection passed in (or this thread's own one)."""

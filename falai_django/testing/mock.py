@@ -31,6 +31,7 @@ from falai_django.providers.base import (
     GenerateOutput,
     ProviderCapabilities,
     StreamChunk,
+    _Readable,
 )
 
 __all__ = ["MockCall", "MockExhaustedError", "MockProvider", "mock_provider"]
@@ -53,7 +54,7 @@ class MockExhaustedError(ProviderError):
 
 
 @dataclass
-class MockCall:
+class MockCall(_Readable):
     """One recorded request. `seen` is system and prompt joined by a blank line."""
 
     schema_name: str
@@ -62,17 +63,7 @@ class MockCall:
     seen: str
     input: GenerateInput
 
-    def __getitem__(self, key: str) -> Any:  # dict-style access, upstream's names too
-        name = {"schemaName": "schema_name"}.get(key, key)
-        if name not in self.__dataclass_fields__:
-            raise KeyError(key)
-        return getattr(self, name)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
+    _ALIASES = {"schemaName": "schema_name"}
 
     @property
     def schemaName(self) -> str:  # noqa: N802 - upstream's attribute name
