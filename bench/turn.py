@@ -5,7 +5,9 @@
 Two workloads, repeated:
 
 - a 20-message triage conversation (the page's Triagem flow, `onEnd: "stay"` so every
-  message is answered): each message turn makes the understand and speak calls;
+  message is answered) that walks the flow: fields arrive every fourth message, `max-asks`
+  moves steps on, the confirmation loops back and the last messages are answered by the
+  staying run (two calls per turn while fields are pending, one after);
 - a wake-driven follow-up cadence: a started campaign that says something, waits a day and
   says again, five times over: each wake turn runs a `say` and parks on the next wait.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import statistics
 import sys
 import time
@@ -37,16 +40,34 @@ RESULTS = ROOT / "bench" / "results" / "turn.json"
 TARGETS = {"message_p50_ms": 1.0, "message_p99_ms": 3.0, "wake_p50_ms": 0.5}
 
 
+ANSWERS = {"nome": "Ana", "empresa": "ACME", "tamanho": "11-50", "confirmado": "sim"}
+
+
+def _message_number(input: GenerateInput) -> int:
+    found = re.findall(r"mensagem (\d+) do cliente", input.prompt or "")
+    return int(found[-1]) if found else -1
+
+
 class ZeroLatencyProvider(BaseProvider):
-    """Answers every call at once from the schema name; no recording, no queue."""
+    """Answers every call at once from the request; no recording, no queue. Every fourth message
+    the understand call hands over one still-unknown field, and the confirmation comes at message
+    15, so the conversation walks the whole flow (quem → porte → confirma → ok → tchau, then
+    stays) with both calls on most turns."""
 
     name = "bench"
 
     def generate_message(self, input: GenerateInput) -> GenerateOutput:
-        if input.parameters.schema_name == "understand":
-            return GenerateOutput(message="", structured={"fields": {}, "flows": {}})
         props = input.parameters.json_schema.get("properties", {})
+        n = _message_number(input)
+        if input.parameters.schema_name == "understand":
+            wanted = list(props.get("fields", {}).get("properties", {}))
+            fields = {name: None for name in wanted}
+            if wanted and wanted[0] in ANSWERS and n % 4 == 3:
+                fields[wanted[0]] = ANSWERS[wanted[0]]
+            return GenerateOutput(message="", structured={"fields": fields, "flows": {}})
         reply = {name: None for name in props}
+        if "confirmado" in reply and n >= 15:
+            reply["confirmado"] = "sim"
         reply["message"] = "Certo! Pode me contar um pouco mais?"
         return GenerateOutput(message=reply["message"], structured=reply)
 

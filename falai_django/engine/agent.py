@@ -35,13 +35,18 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import FlowConfigurationError
 from .fields import FieldDef, check_field_defs, field_defs
 from .flows import Flow, Instruction, canonical_keys, instructions_from
 from .predicates import BUILT_IN_CONDITIONS, Condition, DefinitionLike, condition_check
 from .spec import check_predicate, validate_flow
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+
+    from .session import ScheduleEntry, TurnResult
 
 __all__ = ["Action", "Agent", "CompactionOptions", "Event", "Idle", "Tool", "DEFAULT_MAX_TOOL_LOOPS"]
 
@@ -442,32 +447,42 @@ class Agent:
         return snapped.astimezone(UTC)
 
     # -- the turn (engine/turn.py)
-    def turn(self, **kwargs: Any) -> Any:
-        """Run one turn. See engine/turn.py."""
+    def turn(self, **kwargs: Any) -> TurnResult:
+        """Run one turn and return its `TurnResult` (see engine/turn.py).
+
+        Keyword arguments: `session_id` (required) and exactly one input kind —
+        `message=str` (with `id=`, `at=`), `wake=key`, `event=name` (with `payload=`, `key=`,
+        `hop=`) or `start={"flow", "input"?, "key"?}` — plus the common `session`, `history`,
+        `context`, `silenced` (str, or `{"reason", "understand"?: True, "skip"?: True}`),
+        `anchors` and `claims`. An unknown keyword is a TypeError. Raises `ProviderError` only
+        when the understand call fails (nothing was applied; retry the same input).
+        """
         from .turn import turn
 
         return turn(self, **kwargs)
 
-    async def aturn(self, **kwargs: Any) -> Any:
-        """See turn()."""
+    async def aturn(self, **kwargs: Any) -> TurnResult:
+        """The async twin of turn(); same keyword arguments."""
         from .turn import aturn
 
         return await aturn(self, **kwargs)
 
-    def turn_stream(self, **kwargs: Any) -> Any:
-        """Yield {"delta": str} chunks, then one {"done": True, "result": TurnResult}."""
+    def turn_stream(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """turn() as a generator: `{"delta": str}` chunks while the speaker writes its message,
+        then one `{"done": True, "result": TurnResult}`. Only the final result is authoritative."""
         from .turn import turn_stream
 
         return turn_stream(self, **kwargs)
 
-    def aturn_stream(self, **kwargs: Any) -> Any:
+    def aturn_stream(self, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
         """See turn_stream(); an async generator."""
         from .turn import aturn_stream
 
         return aturn_stream(self, **kwargs)
 
-    def pending_wakes(self, **kwargs: Any) -> Any:
-        """Every wake a saved session waits on (changes nothing, no model call)."""
+    def pending_wakes(self, **kwargs: Any) -> list[ScheduleEntry]:
+        """Every wake a saved session waits on, as schedule entries (changes nothing, no model
+        call). Keywords: `session`, `context`, `anchors=None`, `claims=None`."""
         from .turn import pending_wakes
 
         return pending_wakes(self, **kwargs)

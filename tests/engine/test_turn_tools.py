@@ -118,3 +118,43 @@ def test_provider_extras_of_a_tool_call_ride_into_the_next_rounds_history():
     (call,) = provider.calls[1].input.history[1]["tool_calls"]
     assert call == {"thoughtSignature": "c2ln", "id": "call-0-0", "name": "a",
                     "arguments": {"conta": "1"}}
+
+
+def test_a_long_result_is_cut_at_max_result_size_chars_with_a_notice():
+    # authoring note §6.3: `value` is serialized (string as-is, else compact JSON) and cut at
+    # maxResultSizeChars with a notice giving the total and shown lengths; `data` is untouched.
+    long_text = "x" * 120
+    agent, provider, _ = make_agent(
+        [FLOW], fields=FIELDS,
+        tools=[tool("texto", lambda a, c: {"value": long_text}, maxResultSizeChars=50),
+               tool("lista", lambda a, c: {"value": list(range(40)), "data": {"conta": "7"}},
+                    max_result_size_chars=20),
+               tool("curto", lambda a, c: {"value": "cabe"}, maxResultSizeChars=50)],
+        speak=[{"message": "", "toolCalls": [{"toolName": "texto", "arguments": {"conta": "1"}},
+                                             {"toolName": "lista", "arguments": {"conta": "1"}},
+                                             {"toolName": "curto", "arguments": {"conta": "1"}}]},
+               {"message": "Pronto.", "conta": None}])
+    r = agent.turn(session_id="s1", message="saldo", id="m1")
+    contents = [h["content"] for h in provider.calls[1].input.history if h["role"] == "tool"]
+    as_json = "[" + ",".join(str(i) for i in range(40)) + "]"
+    assert contents == [
+        "x" * 50 + "\n[truncated: 120 characters in total, 50 shown]",
+        as_json[:20] + f"\n[truncated: {len(as_json)} characters in total, 20 shown]",
+        "cabe",
+    ]
+    assert r.session.data == {"conta": "7"}
+
+
+def test_the_default_five_tool_rounds_then_one_wrap_up_call():
+    # max_tool_loops defaults to 5: five rounds may call tools, then one tool-less wrap-up call.
+    ran = []
+    call = {"message": "", "toolCalls": [{"toolName": "consulta", "arguments": {"conta": "1"}}]}
+    agent, provider, _ = make_agent(
+        [FLOW], fields=FIELDS, tools=[tool("consulta", lambda a, c: ran.append(a) or {"value": "ok"})],
+        speak=[call] * 5 + [{"message": "Pronto.", "conta": None}])
+    r = agent.turn(session_id="s1", message="saldo", id="m1")
+    assert len(ran) == 5 and r.llm_calls == 6
+    offered = [c.input.tools is not None for c in provider.calls]
+    assert offered == [True] * 5 + [False]
+    assert "Do not call any tools." in provider.calls[5].prompt
+    assert [m.text for m in r.messages] == ["Pronto."]

@@ -164,3 +164,34 @@ def test_the_stored_jsonb_is_the_v4_blob(pg_conn, pg_table):
     raw = pg_conn.execute(f"SELECT blob FROM {pg_table} WHERE id = 's1'").fetchone()[0]
     assert raw == dict(session.to_json(), version=1)
     assert Session.from_json(raw, "s1").to_json() == store.load("s1").to_json()
+
+
+def test_claims_pruning_after_a_postgres_round_trip_goes_by_time(pg_conn, pg_table):
+    # Ruling 7 through the real jsonb column: the keys come back in jsonb's order (length, then
+    # bytes), which here is the reverse of their age; the turn must still drop the oldest by `at`.
+    from falai_django import falai
+    from falai_django.engine.jstime import ms_to_iso
+    from falai_django.testing import fake_clock, mock_provider
+
+    t0_ms = 1789898400000  # 2026-09-20T10:00:00.000Z
+    clock = fake_clock("2026-09-20T10:00:00Z")
+    flow = {"id": "camp", "name": "Camp", "on": [{"event": "ev"}], "steps": [{"id": "a", "do": "ok"}]}
+    f = falai().fields({})
+    agent = f.agent(name="Ana", provider=mock_provider(), clock=clock, flows=[f.flow(flow)], events={"ev": {}},
+                    actions={"ok": {"parameters": {}, "run": lambda p, ctx: {"ok": True}}})
+    session = bare("s1")
+    for i in reversed(range(50)):  # written oldest (longest key) first; jsonb returns shortest first
+        session.claims[f"camp:s1:{'k' * (i + 1)}"] = {"at": ms_to_iso(t0_ms - (i + 1) * 60_000)}
+    store = PostgresStore(client=pg_conn, tables={"sessions": pg_table})
+    store.initialize()
+    store.save(session, 0)
+    loaded = store.load("s1")
+    assert list(loaded.claims) != list(session.claims)  # jsonb did reorder the keys
+
+    r = agent.turn(session_id="s1", event="ev", key="new", session=loaded)
+    kept = set(r.session.claims)
+    oldest = f"camp:s1:{'k' * 50}"
+    assert len(kept) == 50 and oldest not in kept
+    assert "camp:s1:new" in kept and "camp:s1:k" in kept
+    store.save(r.session, loaded.version)
+    assert set(store.load("s1").claims) == kept
