@@ -326,9 +326,10 @@ class Agent:
         self.compaction: CompactionOptions | None = CompactionOptions.of(compaction)
         self.clock: Callable[[], datetime] = _utc_clock(clock)
         self.business_hours = business_hours
-        self.logger = logger
+        # One logger per agent name, so `debug=True` on one agent never turns on another's lines.
+        self.logger = logger.getChild(str(name)) if name else logger
         if self.debug:
-            logger.setLevel(logging.DEBUG)
+            self.logger.setLevel(logging.DEBUG)
 
         check_field_defs(fields)
         self.field_options: dict[str, Any] = dict(fields or {})

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import aclosing
 from datetime import datetime
@@ -153,7 +154,7 @@ def _understand(runner: Runner, history: list[Any]) -> None:
 def finish(runner: Runner) -> TurnResult:
     """Phase 8: the result (§1.5), `changed` computed as §1.6 says."""
     usage = runner.usage
-    return TurnResult.model_construct(
+    result = TurnResult.model_construct(
         session=runner.session,
         changed=runner.changed(),
         messages=runner.messages,
@@ -167,6 +168,16 @@ def finish(runner: Runner) -> TurnResult:
             prompt_tokens=usage.get("promptTokens", 0), completion_tokens=usage.get("completionTokens", 0),
             cached_input_tokens=usage.get("cachedInputTokens", 0)),
     )
+    log = runner.agent.logger
+    if log.isEnabledFor(logging.DEBUG):  # `debug=True`: one line per turn, built only when wanted
+        log.debug(
+            "turn %s %s key=%s changed=%s llm_calls=%d messages=%s schedule=%s outcomes=%s",
+            runner.session.id, runner.kind, runner.trigger_key,
+            result.changed, result.llm_calls, [m.key for m in result.messages],
+            [e.key for e in result.schedule],
+            [f"{o.step_id or '-'}:{o.kind}/{o.status}{'/' + o.code if o.code else ''}" for o in result.outcomes],
+        )
+    return result
 
 
 def turn(agent: Any, **kw: Any) -> TurnResult:
