@@ -177,7 +177,7 @@ def format_table(rows: list[dict[str, Any]], entries: list[dict[str, Any]]) -> s
          r["note"])
         for r in rows
     ]
-    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers[:4])]
+    widths = [max([len(h), *(len(line[i]) for line in lines)]) for i, h in enumerate(headers[:4])]
     out = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers[:4], widths, strict=True)))
            + "  result"]
     out.append("  ".join("-" * w for w in widths) + "  ------")

@@ -11,9 +11,8 @@
   by a permission and written to Django's admin log. The work is done by `falai_django.handoff`.
 
 Permissions: `falai_django.handoff_conversation` (take over, silence, give back, fire a wake,
-re-enqueue wakes; the bulk actions) and `falai_django.reply_conversation` (reply as a human).
-Until `Conversation.Meta.permissions` declares them, `ensure_permissions` (a `post_migrate`
-hook) creates them, so `migrate` and test-database flushes both leave them in place.
+re-enqueue wakes; the bulk actions) and `falai_django.reply_conversation` (reply as a human),
+declared in `Conversation.Meta.permissions` (created by `migrate` like any model permission).
 """
 
 from __future__ import annotations
@@ -23,15 +22,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from django.apps import apps as global_apps
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
-from django.db import DEFAULT_DB_ALIAS
 from django.db.models import OuterRef, Q, QuerySet, Subquery
-from django.db.models.signals import post_migrate
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -44,37 +40,10 @@ from .engine.errors import InvalidSessionError
 from .engine.jstime import try_parse_iso
 from .models import Conversation, HistoryItem, TurnRecord, Wake
 
-HANDOFF_CODENAME = "handoff_conversation"
+HANDOFF_CODENAME = "handoff_conversation"  # declared in Conversation.Meta.permissions
 REPLY_CODENAME = "reply_conversation"
-CUSTOM_PERMISSIONS: tuple[tuple[str, Any], ...] = (
-    (HANDOFF_CODENAME, _("Can take over, silence and give back a conversation, and fire its wakes")),
-    (REPLY_CODENAME, _("Can reply to a customer as a human")),
-)
 TRANSCRIPT_LIMIT = 200  # the page shows the most recent items
 TIMELINE_TURNS = 100  # run-log rows read for the outcomes timeline
-
-
-def ensure_permissions(sender: Any = None, app_config: Any = None, using: str = DEFAULT_DB_ALIAS,
-                       apps: Any = global_apps, **kwargs: Any) -> None:
-    """Create the custom permissions after `migrate` (and after a flush, which re-sends the signal)."""
-    if app_config is None or app_config.label != "falai_django":
-        return
-    from django.contrib.contenttypes.management import create_contenttypes
-
-    create_contenttypes(app_config, verbosity=0, using=using, apps=apps)
-    try:
-        content_type_model = apps.get_model("contenttypes", "ContentType")
-        permission_model = apps.get_model("auth", "Permission")
-    except LookupError:
-        return
-    content_type = content_type_model.objects.db_manager(using).get(app_label="falai_django", model="conversation")
-    for codename, name in CUSTOM_PERMISSIONS:
-        permission_model.objects.db_manager(using).get_or_create(
-            content_type=content_type, codename=codename, defaults={"name": str(name)[:255]}
-        )
-
-
-post_migrate.connect(ensure_permissions, dispatch_uid="falai_django.admin.ensure_permissions")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -460,7 +429,7 @@ class ConversationAdmin(admin.ModelAdmin):
         except InvalidSessionError as exc:
             self.message_user(request, gettext("Nothing was changed: this conversation's session blob is invalid "
                                                "(%(error)s).") % {"error": exc}, messages.ERROR)
-        except (handoff.HandoffError, ValueError) as exc:
+        except (handoff.HandoffError, ValueError, host.UnknownConversationError) as exc:
             self.message_user(request, gettext("Nothing was changed: %(error)s.") % {"error": exc}, messages.ERROR)
         else:
             self.log_change(request, obj, note)
@@ -552,7 +521,7 @@ class ConversationAdmin(admin.ModelAdmin):
         for obj in queryset.defer("blob"):
             try:
                 operation(obj.pk)
-            except (InvalidSessionError, handoff.HandoffError, ValueError):
+            except (InvalidSessionError, handoff.HandoffError, ValueError, host.UnknownConversationError):
                 failed.append(obj.pk)
             else:
                 done.append(obj)

@@ -1,7 +1,10 @@
 """Handing a conversation to a human and back: the service functions the admin calls.
 
 Built only on `host`'s public functions, so the admin, the API and a management command can
-share them. (`host` should absorb them in time; see the module map.)
+share them. The handoff state itself has one write path, `host.silence` / `host.unsilence`
+(they refuse an unknown conversation with `host.UnknownConversationError` and an empty reason
+with `host.InputError`); `take_over`, `silence` and `give_back` only add the owner's reason
+and the understand default on top.
 
 - `take_over(session_id, owner)` — the conversation gets an owner and every later turn runs
   with `silenced = "human: <owner>"` (the plain string: zero model calls, nothing said, `do`
@@ -74,7 +77,6 @@ def take_over(session_id: str, owner: str, *, understand: bool | None = None) ->
     """A human owns the conversation: later turns are silenced with `human: <owner>`."""
     if not owner:
         raise HandoffError("a take-over needs the owner's name")
-    load_session(session_id)
     if understand is None:
         understand = understand_by_default()
     mode = "understand" if understand else "stop"
@@ -83,16 +85,11 @@ def take_over(session_id: str, owner: str, *, understand: bool | None = None) ->
 
 def silence(session_id: str, reason: str, *, mode: str = "stop") -> Any:
     """Pause the assistant with a reason (no owner). `mode`: stop | skip | understand."""
-    reason = (reason or "").strip()
-    if not reason:
-        raise HandoffError("a silence needs a reason")
-    load_session(session_id)
     return host.silence(session_id, reason, mode=mode)
 
 
 def give_back(session_id: str) -> Any:
     """The assistant answers again from the next input on."""
-    load_session(session_id)
     return host.unsilence(session_id)
 
 

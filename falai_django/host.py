@@ -66,6 +66,15 @@ class InputError(ValueError):
     """The input is not one of the four kinds, or lacks what its kind needs."""
 
 
+class UnknownConversationError(LookupError):
+    """No conversation with this id. A handoff is state of an existing conversation: silencing
+    or unsilencing an unknown id creates nothing (the API answers 404)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"conversation {session_id!r} does not exist")
+        self.session_id = session_id
+
+
 # ---------------------------------------------------------------------------------------------
 # Inputs
 # ---------------------------------------------------------------------------------------------
@@ -641,14 +650,16 @@ def _fail(record, exc: Exception, replays: int) -> None:
 
 
 def _update_metadata(session_id: str, change) -> Any:
-    from .engine.session import Session
+    """The one write path of the handoff state (`metadata["handoff"]`), compare-and-swap."""
     from .stores.django import DjangoStore
 
     store = DjangoStore()
     for _ in range(conf.get("MAX_REPLAYS") + 1):
-        session = store.load(session_id)
-        expected = session.version if session is not None else 0
-        working = session.copy_deep() if session is not None else Session.fresh(session_id)
+        session = store.load(session_id)  # a broken row raises InvalidSessionError: never replaced
+        if session is None:
+            raise UnknownConversationError(session_id)
+        expected = session.version
+        working = session.copy_deep()
         metadata = dict(working.metadata or {})
         change(metadata)
         working.metadata = metadata
@@ -662,6 +673,8 @@ def _update_metadata(session_id: str, change) -> Any:
 def silence(session_id: str, reason: str, *, owner: str | None = None, mode: str = "stop"):
     """Hand the conversation to a human (or pause it): every later input is `silenced`.
 
+    The conversation must exist (`UnknownConversationError` otherwise; nothing is created).
+
     `mode` picks the form passed to the turn: "stop" (the plain string: a fresh talk step ends
     its run), "skip" (`{reason, skip: True}`: talk and say steps are skipped, `do` steps still
     run) or "understand" (`{reason, understand: True}`: fields keep landing).
@@ -670,6 +683,7 @@ def silence(session_id: str, reason: str, *, owner: str | None = None, mode: str
 
     if mode not in HANDOFF_MODES:
         raise InputError(f"mode must be one of {', '.join(HANDOFF_MODES)}")
+    reason = (reason or "").strip()
     if not reason:
         raise InputError("a silence needs a reason")
     handoff = {"reason": reason, "mode": mode, "at": to_iso(datetime.now(UTC))}
@@ -679,7 +693,7 @@ def silence(session_id: str, reason: str, *, owner: str | None = None, mode: str
 
 
 def unsilence(session_id: str):
-    """Give the conversation back to the agent."""
+    """Give the conversation back to the agent (`UnknownConversationError` for an unknown id)."""
     from .stores.django import HANDOFF_KEY
 
     return _update_metadata(session_id, lambda metadata: metadata.pop(HANDOFF_KEY, None))

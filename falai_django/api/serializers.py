@@ -152,6 +152,13 @@ class SilenceSerializer(StorableTextMixin, serializers.Serializer):
     mode = serializers.ChoiceField(choices=HANDOFF_MODES, default="stop")
 
 
+class HandoffResponseSerializer(serializers.Serializer):
+    """What silence / unsilence answer: the handoff now in force (null once given back)."""
+
+    handoff = serializers.DictField(allow_null=True, help_text=_("reason, mode, at, owner?"))
+    version = serializers.IntegerField()
+
+
 class OutboundMessageSerializer(serializers.Serializer):
     text = serializers.CharField()
     kind = serializers.CharField()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -14,7 +15,7 @@ from rest_framework.schemas.openapi import AutoSchema
 from rest_framework.views import APIView
 
 from .. import host
-from ..engine.errors import FlowConfigurationError, InvalidSessionError
+from ..engine.errors import FlowConfigurationError, InvalidSessionError, SessionConflictError
 from . import serializers
 from .auth import CanDriveConversations, WebhookSignatureAuthentication
 
@@ -45,8 +46,13 @@ class FalaiView(APIView):
     def handle_exception(self, exc):
         if isinstance(exc, host.InputError | FlowConfigurationError):
             exc = ValidationError({"detail": str(exc)})
+        elif isinstance(exc, host.UnknownConversationError):
+            exc = NotFound(_("No conversation with this id."))
         elif isinstance(exc, InvalidSessionError):
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        elif isinstance(exc, SessionConflictError):  # a handoff that lost every compare-and-swap
+            return Response({"detail": _("The conversation kept changing; nothing was written. Try again.")},
+                            status=status.HTTP_409_CONFLICT)
         return super().handle_exception(exc)
 
 
@@ -58,11 +64,57 @@ def _check_session_id(session_id: str) -> None:
         raise ValidationError({"session_id": [problem]})
 
 
-class TurnSchema(AutoSchema):
-    """Inputs answer with what the turn did, not with the input's own shape."""
+_REASON = {"application/json": {"schema": {"type": "object", "additionalProperties": True,
+                                          "description": "`detail`, or field name -> messages"}}}
+_ERRORS = {
+    "400": "Bad input: the body names each field and why.",
+    "401": "No credentials, or a wrong, tampered or stale webhook signature.",
+    "403": "Authenticated, but without the 'change conversation' permission.",
+    "409": "The stored session row is unreadable (InvalidSessionError; it is left as stored), or a handoff "
+           "lost every compare-and-swap to concurrent turns (nothing written; try again).",
+}
+
+
+class FalaiSchema(AutoSchema):
+    """The answers the views really give (DRF's generator says 201 for every POST).
+
+    `answers`: the success codes with their descriptions, plus any extra error codes; every
+    endpoint also declares 400, 401, 403 and 409 with a reason body.
+    """
+
+    def __init__(self, *, answers: dict[str, str], content_type: str = "application/json",
+                 response_serializer: type | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.answers = answers
+        self.content_type = content_type
+        self.response_serializer = response_serializer
 
     def get_response_serializer(self, path, method):
-        return serializers.TurnResponseSerializer()
+        if self.response_serializer is not None:
+            return self.response_serializer()
+        return super().get_response_serializer(path, method)
+
+    def get_responses(self, path, method):
+        generated = next(iter(super().get_responses(path, method).values()), {})
+        body = generated.get("content", {}).get("application/json", {"schema": {"type": "object"}})
+        if self.content_type != "application/json":
+            body = {"schema": {"type": "string", "description": "server-sent events"}}
+        responses = {}
+        for code, description in {**_ERRORS, **self.answers}.items():
+            ok = code.startswith("2")
+            content = {self.content_type: body} if ok else _REASON
+            responses[code] = {"description": description, "content": content}
+        return dict(sorted(responses.items()))
+
+
+class TurnSchema(FalaiSchema):
+    """Inputs answer with what the turn did, not with the input's own shape."""
+
+    def __init__(self, **kwargs):
+        answers = {"200": "The turn ran: what it said, scheduled and recorded.",
+                   "202": "The provider failed: the input is kept and retried later (status retry or failed)."}
+        super().__init__(answers={**answers, **kwargs.pop("answers", {})},
+                         response_serializer=serializers.TurnResponseSerializer, **kwargs)
 
 
 class _InputView(FalaiView):
@@ -95,7 +147,9 @@ class WakeView(_InputView):
     """Fire a wake of this conversation (`turn(wake=key)`)."""
 
     serializer_class = serializers.WakeInputSerializer
-    schema = TurnSchema(tags=["inputs"], operation_id_base="Wake")
+    schema = TurnSchema(tags=["inputs"], operation_id_base="Wake", answers={
+        "403": "The wake belongs to another conversation.",
+        "404": "This conversation has no wake with that key."})
 
     def authorize_input(self, session_id: str, serializer) -> None:
         from ..models import Wake
@@ -127,7 +181,9 @@ class MessageStreamView(FalaiView):
     """An inbound message answered as server-sent events: `delta` chunks, then `done`."""
 
     serializer_class = serializers.MessageInputSerializer
-    schema = AutoSchema(tags=["inputs"], operation_id_base="MessageStream")
+    schema = FalaiSchema(tags=["inputs"], operation_id_base="MessageStream", content_type="text/event-stream",
+                         answers={"200": "`delta` events, `replay` (the text so far is void), then `done` (the "
+                                         "turn); `error` if the turn fails after the first byte."})
 
     def get_serializer(self, *args, **kwargs):
         return self.serializer_class(*args, **kwargs)
@@ -137,7 +193,11 @@ class MessageStreamView(FalaiView):
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         events = host.stream(session_id, serializer.turn_input(), **serializer.host_options())
-        response = StreamingHttpResponse(_sse(events), content_type="text/event-stream")
+        # Run the loop up to its first event before the headers go out: the session row is loaded
+        # by then, so an unreadable row is a 409 like on every other endpoint, not a 200 with an
+        # in-band error (the first byte would wait for this event anyway).
+        first = next(events)
+        response = StreamingHttpResponse(_sse(itertools.chain([first], events)), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
@@ -163,7 +223,9 @@ def _sse(events):
 class SessionStateView(FalaiView):
     """The conversation: session data, runs, pending wakes, recent history, handoff."""
 
-    schema = AutoSchema(tags=["sessions"], operation_id_base="SessionState")
+    schema = FalaiSchema(tags=["sessions"], operation_id_base="SessionState", answers={
+        "200": "Session, handoff, pending wakes, recent history and turns.",
+        "404": "No conversation with this id."})
 
     def get(self, request, session_id: str) -> Response:
         _check_session_id(session_id)
@@ -177,7 +239,10 @@ class SilenceView(FalaiView):
     """Hand the conversation to a human: later inputs are silenced with this reason."""
 
     serializer_class = serializers.SilenceSerializer
-    schema = AutoSchema(tags=["handoff"], operation_id_base="Silence")
+    schema = FalaiSchema(
+        tags=["handoff"], operation_id_base="Silence", response_serializer=serializers.HandoffResponseSerializer,
+        answers={"200": "The conversation's handoff and its new version.", "404": "No conversation with this id."},
+    )
 
     def get_serializer(self, *args, **kwargs):
         return self.serializer_class(*args, **kwargs)
@@ -194,7 +259,10 @@ class SilenceView(FalaiView):
 class UnsilenceView(FalaiView):
     """Give the conversation back to the agent."""
 
-    schema = AutoSchema(tags=["handoff"], operation_id_base="Unsilence")
+    schema = FalaiSchema(
+        tags=["handoff"], operation_id_base="Unsilence", response_serializer=serializers.HandoffResponseSerializer,
+        answers={"200": "The handoff is cleared; the new version.", "404": "No conversation with this id."},
+    )
 
     def post(self, request, session_id: str) -> Response:
         _check_session_id(session_id)

@@ -1,5 +1,6 @@
 """Admin test setup: the test agent and recording sender, django-q2 in-line, users with and
-without the handoff permissions, and conversations made by real turns through the host."""
+without the handoff permissions, and conversations made by real turns through the host. (The
+file SQLite database the live server thread shares comes from tests/conftest.py.)"""
 
 from __future__ import annotations
 
@@ -8,17 +9,6 @@ from typing import Any
 import pytest
 
 from . import agents, senders
-
-
-@pytest.fixture(scope="session")
-def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory):
-    """SQLite as a file (the live server thread and the test share it), as tests/host does."""
-    from django.conf import settings
-
-    db = settings.DATABASES["default"]
-    if db["ENGINE"].endswith("sqlite3"):
-        db.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("falai-admin-db") / "test.sqlite3")
-        db.setdefault("OPTIONS", {})["timeout"] = 30
 
 
 @pytest.fixture(autouse=True)

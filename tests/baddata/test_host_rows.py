@@ -110,15 +110,16 @@ def test_a_double_encoded_blob_is_invalid_not_repaired():
     assert kit.raw_row(SID) == before
 
 
-def test_the_streaming_endpoint_reports_the_invalid_row_without_a_5xx():
+def test_the_streaming_endpoint_answers_an_invalid_row_with_a_409_like_every_other_endpoint():
+    """The row is read before the first byte, so the refusal is a status, not an in-band event."""
+    from falai_django.models import TurnRecord
+
     kit.put_raw_row(SID, dict(JSON_ONLY)["run-status-bad"])
     before = kit.raw_row(SID)
     response = kit.post_json(operator(), kit.api_url(SID, "messages/stream"), {"text": "oi", "id": "wamid.9"})
-    assert response.status_code < 500
-    body = b"".join(response.streaming_content).decode() if response.streaming else response.content.decode()
-    assert "InvalidSessionError" in body, body
-    if response.status_code == 200:  # headers already out: the error travels in-band
-        assert "event: error" in body and "event: done" not in body
+    assert response.status_code == 409, response.content
+    assert not response.streaming and "InvalidSessionError" in response.json()["detail"]
+    assert TurnRecord.objects.get(input_key="wamid.9").status == "failed"  # recorded, as on /messages
     _no_fresh_conversation(before)
 
 

@@ -1,18 +1,9 @@
-"""Demo test setup: a file SQLite database, django-q2 in-line, the demo agent offline."""
+"""Demo test setup: django-q2 in-line, the demo agent offline (the file SQLite database comes
+from tests/conftest.py)."""
 
 from __future__ import annotations
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory):
-    from django.conf import settings
-
-    db = settings.DATABASES["default"]
-    if db["ENGINE"].endswith("sqlite3"):
-        db.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("falai-demo-db") / "test.sqlite3")
-        db.setdefault("OPTIONS", {})["timeout"] = 30
 
 
 @pytest.fixture

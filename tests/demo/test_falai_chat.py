@@ -58,3 +58,12 @@ def test_state_persists_between_chats_and_bad_commands_are_explained(demo_settin
     assert f"Ana> {MARK} Pergunte quantas pessoas trabalham lá" in out  # carried on where it stopped
     assert "usage: /event name" in err and "not JSON" in err and "unknown command /frobnicate" in err
     assert "Ana> Oi! Ainda está por aí?" in out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_silence_before_the_first_message_is_explained_and_creates_nothing(demo_settings, monkeypatch):
+    from falai_django.models import Conversation
+
+    out, err = chat(monkeypatch, ["/silence humano", "/unsilence"], "--session", "cli-new")
+    assert err.count("no conversation yet: say something first") == 2
+    assert "(silenced" not in out and not Conversation.objects.filter(pk="cli-new").exists()

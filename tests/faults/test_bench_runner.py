@@ -52,3 +52,13 @@ def test_the_targets_are_the_issue_table():
         ("host", "sql_per_inbound_turn", "<=", 6), ("wakes", "lateness_p99_s", "<=", 1),
         ("wakes", "wakes_per_s", ">=", 200),
     ]
+
+
+def test_a_bench_without_targets_runs_alone_and_is_listed(tmp_path, monkeypatch):
+    """`run_all.py admin`: a bench with no target makes an empty table, not a crash."""
+    run_all = _runner()
+    (tmp_path / "admin.py").write_text("def main():\n    return {'list_ms': 48.0}\n")
+    monkeypatch.setattr(run_all, "BENCH_DIR", tmp_path)
+    summary = run_all.run(["admin"], results_path=tmp_path / "results" / "summary.json")
+    assert summary["table"] == [] and summary["benches"]["admin"]["result"] == {"list_ms": 48.0}
+    assert "admin    ran in" in summary["text"]

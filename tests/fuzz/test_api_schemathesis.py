@@ -6,6 +6,7 @@ For every operation, both schema-valid and schema-violating requests (schemathes
 and negative generation) must get:
 
 - no 5xx (schemathesis' `not_a_server_error`), and no `event: error` inside a streamed answer;
+- no status the schema does not declare (`status_code_conformance`: the schema is honest);
 - every 4xx with a reason: a JSON body naming the problem (`detail`, or field -> messages), or
   a non-empty page for Django's own 404/405.
 
@@ -22,7 +23,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import not_a_server_error, status_code_conformance
 from security import kit
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -101,7 +102,7 @@ def _fuzz(operation, mode, headers, failures: list[str], statuses: set[int]) -> 
         response = case.call(headers=headers)
         statuses.add(response.status_code)
         try:
-            case.validate_response(response, checks=[not_a_server_error])
+            case.validate_response(response, checks=[not_a_server_error, status_code_conformance])
         except Exception as exc:  # noqa: BLE001 - collect, report every operation at once
             failures.append(f"{label}: {type(exc).__name__}: {str(exc)[:300]}")
             return

@@ -111,6 +111,11 @@ def test_the_host_tables_agree_with_every_turn(host_settings, data):
         assert TurnRecord.objects.count() == before_turns + 1, "one run-log row per input"
         record = TurnRecord.objects.get(pk=result.turn_id)
         assert record.status == result.status
+        if result.result is not None:  # the run log mirrors the turn's result for the admin
+            r = result.result
+            assert (record.started, record.ended, record.outcomes, record.skipped) == (
+                [x.to_json() for x in r.started], [x.to_json() for x in r.ended],
+                [x.to_json() for x in r.outcomes], [x.to_json() for x in r.skipped]), "run log"
         assert result.status in ("done", "unchanged", "retry"), (result.status, result.error)
         loaded = store.load(SID)
         if result.status == "done":

@@ -67,7 +67,15 @@ def test_a_user_without_the_permission_is_refused():
     assert post(client, url("s1", "silence"), {"reason": "x"}).status_code == 403
 
 
+def _conversation(session_id: str = "s1") -> None:
+    from falai_django.engine.session import Session
+    from falai_django.stores.django import DjangoStore
+
+    DjangoStore().save(Session.fresh(session_id), 0)
+
+
 def test_a_correctly_signed_webhook_is_accepted():
+    _conversation()
     response = signed_post(url("s1", "silence"), {"reason": "human", "owner": "maria"})
     assert response.status_code == 200, response.content
     assert response.json()["handoff"]["owner"] == "maria"
@@ -149,11 +157,35 @@ def test_the_openapi_schema_lists_the_endpoints():
     assert body
 
 
+def test_the_openapi_schema_declares_the_answers_the_endpoints_really_give():
+    """DRF's generator says 201 for every POST; no endpoint answers 201."""
+    paths = json.loads(staff_client().get("/falai/schema").content)["paths"]
+    base = "/falai/sessions/{session_id}"
+
+    def codes(path, method="post"):
+        return set(paths[base + path][method]["responses"])
+
+    errors = {"400", "401", "403", "409"}
+    for path in ("/messages", "/events", "/starts"):
+        assert codes(path) == {"200", "202"} | errors, path
+    assert codes("/wakes") == {"200", "202", "404"} | errors
+    assert codes("/messages/stream") == {"200"} | errors
+    assert set(paths[base + "/messages/stream"]["post"]["responses"]["200"]["content"]) == {"text/event-stream"}
+    for path in ("/silence", "/unsilence"):
+        assert codes(path) == {"200", "404"} | errors, path
+        ok = paths[base + path]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert ok == {"$ref": "#/components/schemas/HandoffResponse"}
+    assert codes("", "get") == {"200", "404"} | errors
+    turn = paths[base + "/messages"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert turn == {"$ref": "#/components/schemas/TurnResponse"}
+
+
 def test_a_signed_delivery_cannot_be_replayed_onto_another_conversation_or_endpoint():
     import json as _json
 
     from falai_django.api.auth import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 
+    _conversation()
     body = _json.dumps({"reason": "human"}).encode()
     ts = str(int(time.time()))
     headers = {TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: sign("s3cret", ts, body, path=url("s1", "silence"))}

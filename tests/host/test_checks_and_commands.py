@@ -41,6 +41,34 @@ def test_a_sender_that_does_not_import_is_e004(settings):
     assert "falai_django.E004" in ids({"AGENT": "host.agents.current_agent", "SENDER": "x.y.z"}, settings)
 
 
+@pytest.mark.parametrize(("override", "expected"), [
+    ({"CONTEXT": "x.y.z"}, "falai_django.E005"),
+    ({"CONTEXT": "host.agents.NAME"}, "falai_django.E005"),  # imports, but is not callable
+    ({"SENDER": "host.agents.NAME"}, "falai_django.E004"),
+    ({"WEBHOOK_SECRET": 123}, "falai_django.E006"),
+])
+def test_context_sender_and_secret_problems_are_named(settings, override, expected):
+    found = ids({"AGENT": "host.agents.current_agent", "WEBHOOK_SECRET": "x", **override}, settings)
+    assert expected in found, found
+
+
+def test_django_q_missing_or_unconfigured_is_named(settings, monkeypatch):
+    from falai_django import checks
+
+    good = {"AGENT": "host.agents.current_agent", "WEBHOOK_SECRET": "x"}
+    del settings.Q_CLUSTER
+    assert "falai_django.E008" in ids(good, settings)
+
+    class WithoutDjangoQ:  # the app registry stays as it is; only the check's view changes
+        INSTALLED_APPS = [app for app in settings.INSTALLED_APPS if app != "django_q"]
+
+        def __getattr__(self, name):
+            return getattr(settings, name)
+
+    monkeypatch.setattr(checks, "settings", WithoutDjangoQ())
+    assert "falai_django.E007" in ids(good, settings)
+
+
 def test_an_empty_webhook_secret_is_a_warning(settings):
     assert "falai_django.W001" in ids({"AGENT": "host.agents.current_agent"}, settings)
 

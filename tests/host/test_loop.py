@@ -9,6 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from falai_django import host
+from falai_django.engine.session import Session
 from falai_django.models import Conversation, HistoryItem, TurnRecord, Wake
 from falai_django.stores.django import DjangoStore
 
@@ -63,6 +64,9 @@ def test_a_wake_fires_and_is_honoured():
     assert texts(senders.sent) == [ASK, NICE, BYE]
     assert Wake.objects.get(key=key).state == "done"
     assert DjangoStore().load("5511999990000").runs == []
+    record = TurnRecord.objects.get(kind="wake")  # the run log mirrors the turn for the admin
+    assert record.status == "done" and record.input_key == key and record.started == []
+    assert [e["flowId"] for e in record.ended] == ["triagem"] and record.outcomes and record.skipped == []
 
 
 def test_the_dispatcher_fires_a_due_wake_through_django_q():
@@ -111,8 +115,6 @@ def test_two_copies_of_a_signed_webhook_answer_once():
 
 def test_a_conflict_rolls_back_and_replays_the_same_input(monkeypatch):
     """Another turn saves between our load and our save: nothing of ours is written, we replay."""
-    from falai_django.engine.session import Session
-
     client = staff_client()
     say(client, "s1", "oi", "wamid.1")
     agent = agents.current_agent()
@@ -136,6 +138,46 @@ def test_a_conflict_rolls_back_and_replays_the_same_input(monkeypatch):
     assert Wake.objects.count() == 1
     saved = DjangoStore().load("s1")
     assert saved.metadata["touched"] is True and saved.data["nome"] == "Ana"
+
+
+def test_a_unique_key_violation_rolls_back_and_replays_the_same_input(monkeypatch):
+    """A unique-key violation inside the transaction (another writer's row) is a conflict too:
+    the CAS save and the run log roll back with it, and the same input replays once."""
+    from django.db import IntegrityError
+    from django.db.models.query import QuerySet
+
+    original = QuerySet.bulk_create
+    raised = {"n": 0}
+
+    def colliding(self, objs, *args, **kwargs):
+        if self.model is HistoryItem and not raised["n"]:
+            raised["n"] += 1
+            raise IntegrityError("UNIQUE constraint failed: falai_history_unique_emission")
+        return original(self, objs, *args, **kwargs)
+
+    monkeypatch.setattr(QuerySet, "bulk_create", colliding)
+    result = host.handle_message("s1", "oi", id="wamid.1")
+    assert raised["n"] == 1 and result.status == "done" and result.replays == 1
+    assert Conversation.objects.get(pk="s1").version == 1  # the first save was rolled back
+    assert TurnRecord.objects.get().replays == 1
+    assert HistoryItem.objects.filter(role="user").count() == 1
+    assert texts(senders.sent) == [ASK]
+
+
+def test_a_handoff_that_keeps_losing_the_compare_and_swap_is_a_409_not_a_500(monkeypatch):
+    from falai_django.engine.errors import SessionConflictError
+
+    client = staff_client()
+    say(client, "s1", "oi", "wamid.1")
+
+    def always_raced(self, session, expected):
+        raise SessionConflictError(session.id, expected, expected + 1)
+
+    monkeypatch.setattr(DjangoStore, "save", always_raced)
+    response = post(client, url("s1", "silence"), {"reason": "human"})
+    assert response.status_code == 409, response.content
+    assert "Try again" in response.json()["detail"]
+    assert Conversation.objects.get(pk="s1").silenced_reason is None
 
 
 def test_a_provider_error_parks_the_input_and_a_retry_answers_it():
@@ -221,17 +263,30 @@ def test_flushed_wake_jobs_are_rebuilt_by_requeue_and_every_waiting_run_complete
 
 def test_silence_hands_the_conversation_to_a_human_and_unsilence_gives_it_back():
     client = staff_client()
+    say(client, "s1", "oi", "wamid.1")
     response = post(client, url("s1", "silence"), {"reason": "human", "owner": "maria"})
     assert response.status_code == 200
+    assert response.json()["handoff"]["owner"] == "maria"
     row = Conversation.objects.get(pk="s1")
     assert (row.silenced_reason, row.human_owner) == ("human", "maria")
-    body = say(client, "s1", "oi", "wamid.1")
-    assert body["messages"] == [] and senders.sent == []
-    assert HistoryItem.objects.filter(role="user").count() == 1  # every inbound still recorded
+    body = say(client, "s1", "meu nome é Ana", "wamid.2")
+    assert body["messages"] == [] and texts(senders.sent) == [ASK]
+    assert HistoryItem.objects.filter(role="user").count() == 2  # every inbound still recorded
     assert post(client, url("s1", "unsilence"), {}).status_code == 200
     assert Conversation.objects.get(pk="s1").silenced_reason is None
-    say(client, "s1", "meu nome é Ana", "wamid.2")
-    assert DjangoStore().load("s1").data.get("nome") in (None, "Ana")
+    body = say(client, "s1", "oi de novo", "wamid.3")
+    assert body["messages"], body  # answered again
+
+
+@pytest.mark.parametrize("what", ["silence", "unsilence"])
+def test_silence_and_unsilence_of_an_unknown_conversation_are_a_404_and_create_nothing(what):
+    response = post(staff_client(), url("nobody", what), {"reason": "human", "owner": "maria"})
+    assert response.status_code == 404, response.content
+    assert response.json()["detail"]
+    assert not Conversation.objects.filter(pk="nobody").exists()
+    with pytest.raises(host.UnknownConversationError):
+        host.silence("nobody", "human") if what == "silence" else host.unsilence("nobody")
+    assert not Conversation.objects.exists()
 
 
 def test_the_session_state_shows_data_runs_pending_wakes_and_history():
@@ -355,6 +410,7 @@ def test_context_comes_from_the_caller_else_from_the_context_setting(settings, m
 ])
 def test_the_handoff_mode_picks_the_silenced_form_and_the_caller_overrides_it(monkeypatch, mode, expected):
     seen = _spy_turn(monkeypatch)
+    DjangoStore().save(Session.fresh("s1"), 0)
     host.silence("s1", "human", owner="maria", mode=mode)
     host.handle_message("s1", "oi", id="m1")
     host.handle_message("s1", "oi", id="m2", silenced="window closed")

@@ -100,16 +100,22 @@ class Command(BaseCommand):
         elif command == "silence":
             if not rest:
                 raise CommandError("usage: /silence reason")
-            host.silence(self.session_id, rest)
+            self.handoff(host.silence, rest)
             self.stdout.write(f"(silenced: {rest}; /unsilence gives the conversation back)")
         elif command == "unsilence":
-            host.unsilence(self.session_id)
+            self.handoff(host.unsilence)
             self.stdout.write("(the agent has the conversation again)")
         elif command == "state":
             self.show_state()
         else:
             raise CommandError(f"unknown command /{command}; try /help")
         return True
+
+    def handoff(self, operation, *args: Any) -> None:
+        try:
+            operation(self.session_id, *args)
+        except host.UnknownConversationError:
+            raise CommandError("no conversation yet: say something first") from None
 
     def message(self, text: str) -> None:
         # A channel gives every message an id; so does the terminal (two lines never share a key).
