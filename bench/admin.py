@@ -11,7 +11,6 @@ the queries each page ran. Writes bench/results/admin.json; `main()` returns the
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -78,16 +77,12 @@ def measure() -> dict[str, Any]:
 
 
 def main() -> dict[str, Any]:
-    from bench.hostbench import run_child
+    from bench.hostbench import run_and_record
 
-    result = run_child(Path(__file__).resolve())
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    return run_and_record(Path(__file__).resolve(), RESULTS)
 
 
 if __name__ == "__main__":
-    if "--measure" in sys.argv:
-        print(json.dumps(measure()))
-    else:
-        print(json.dumps(main(), indent=2))
+    from bench.hostbench import cli
+
+    cli(measure, main)

@@ -156,16 +156,12 @@ def measure() -> dict[str, Any]:
 
 
 def main() -> dict[str, Any]:
-    from bench.hostbench import run_child
+    from bench.hostbench import run_and_record
 
-    result = run_child(Path(__file__).resolve(), timeout=1200)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    return run_and_record(Path(__file__).resolve(), RESULTS, timeout=1200)
 
 
 if __name__ == "__main__":
-    if "--measure" in sys.argv:
-        print(json.dumps(measure()))
-    else:
-        print(json.dumps(main(), indent=2))
+    from bench.hostbench import cli
+
+    cli(measure, main)

@@ -84,3 +84,23 @@ def run_child(script: Path, timeout: float = 1800) -> dict[str, Any]:
     if out.returncode != 0:
         raise RuntimeError(f"{script.name} failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_and_record(script: Path, results: Path, timeout: float = 1800) -> dict[str, Any]:
+    """A Django bench's `main()`: measure in a child process, write the JSON, return it."""
+    import json
+
+    result = run_child(script, timeout)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def cli(measure: Any, main: Any) -> None:
+    """`python bench/<x>.py` runs main(); the child process it starts runs `--measure`."""
+    import json
+
+    if "--measure" in sys.argv:
+        print(json.dumps(measure()))
+    else:
+        print(json.dumps(main(), indent=2))
