@@ -7,8 +7,7 @@ importing the package stays cheap and never touches Django.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from falai_django._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -51,13 +50,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'falai_django' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _EXPORTS)
 
 
 def __dir__() -> list[str]:

@@ -9,9 +9,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from falai_django._lazy import lazy_exports
 from falai_django.providers.base import (
     BaseProvider,
     GenerateInput,
@@ -60,10 +58,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'falai_django.providers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _LAZY)

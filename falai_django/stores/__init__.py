@@ -6,8 +6,7 @@ Names resolve lazily, so importing this package imports no driver and needs no D
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from falai_django._lazy import lazy_exports
 
 __all__ = ["DjangoStore", "MemoryStore", "PostgresStore", "RedisStore", "SQLiteStore", "Store"]
 
@@ -21,10 +20,4 @@ _BACKENDS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _BACKENDS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'falai_django.stores' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _BACKENDS)

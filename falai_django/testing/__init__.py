@@ -5,8 +5,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from falai_django._lazy import lazy_exports
 
 from .clock import FakeClock, fake_clock
 from .scheduler import MemoryScheduler, ScheduledWake
@@ -16,10 +15,4 @@ __all__ = ["FakeClock", "MemoryScheduler", "MockProvider", "ScheduledWake", "fak
 _LAZY = {"mock_provider": "falai_django.testing.mock", "MockProvider": "falai_django.testing.mock"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'falai_django.testing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _LAZY)
