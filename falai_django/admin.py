@@ -38,7 +38,7 @@ from django.utils.translation import gettext_lazy as _
 from . import handoff, host
 from .engine.errors import InvalidSessionError
 from .engine.jstime import try_parse_iso
-from .models import Conversation, HistoryItem, TurnRecord, Wake
+from .models import Conversation, History, TurnRecord, Wake
 
 HANDOFF_CODENAME = "handoff_conversation"  # declared in Conversation.Meta.permissions
 REPLY_CODENAME = "reply_conversation"
@@ -159,19 +159,19 @@ def _compact(value: Any) -> str:
 
 def transcript_of(conversation_id: str, limit: int = TRANSCRIPT_LIMIT) -> tuple[list[dict[str, Any]], int]:
     """The most recent `limit` items, oldest first, as chat bubbles; and the total count."""
-    rows = list(HistoryItem.objects.filter(conversation_id=conversation_id).order_by("-id")[:limit])
+    rows = list(History.objects.filter(conversation_id=conversation_id).order_by("-id")[:limit])
     rows.reverse()
     total = len(rows)
     if total == limit:
-        total = HistoryItem.objects.filter(conversation_id=conversation_id).count()
+        total = History.objects.filter(conversation_id=conversation_id).count()
     bubbles = []
     for row in rows:
-        if row.role == HistoryItem.Role.USER:
+        if row.role == History.Role.USER:
             who, label, author = "customer", _("customer"), ""
         elif row.kind == handoff.HUMAN_KIND:
             author = (row.message_key or "").removeprefix(f"{handoff.HUMAN_KIND}:")
             who, label = "human", _("human agent")
-        elif row.role == HistoryItem.Role.ASSISTANT:
+        elif row.role == History.Role.ASSISTANT:
             who, label, author = "assistant", _("assistant"), ""
         else:
             who, label, author = "system", _("system"), ""

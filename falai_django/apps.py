@@ -8,5 +8,10 @@ class FalaiConfig(AppConfig):
     verbose_name = _("Conversations")
     default_auto_field = "django.db.models.BigAutoField"
 
-    def ready(self) -> None:  # host: register the FALAI system checks
-        from . import checks  # noqa: F401
+    def ready(self) -> None:
+        from django.core.signals import setting_changed
+
+        from . import checks  # noqa: F401 - registers the FALAI system checks
+        from .conf import reload
+
+        setting_changed.connect(reload, dispatch_uid="falai_django.conf.reload")

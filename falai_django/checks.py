@@ -131,7 +131,16 @@ def check_falai_settings(app_configs=None, **kwargs) -> list:
                 id="falai_django.W003",
             )
         )
-    for name in ("WEBHOOK_TOLERANCE_S", "HISTORY_LIMIT", "MAX_REPLAYS", "DISPATCH_POLL_S"):
+    handoff = configured.get("SEND_HANDOFF", DEFAULTS["SEND_HANDOFF"])
+    if handoff not in ("auto", "notify", "queue"):
+        problems.append(
+            Error(
+                f'FALAI["SEND_HANDOFF"] = {handoff!r} is not one of "auto", "notify", "queue".',
+                hint='Use "auto" (NOTIFY on PostgreSQL, django-q2 elsewhere), "notify" or "queue".',
+                id="falai_django.E010",
+            )
+        )
+    for name in ("WEBHOOK_TOLERANCE_S", "HISTORY_LIMIT", "MAX_REPLAYS", "DISPATCH_POLL_S", "SEND_THREADS"):
         value = configured.get(name, DEFAULTS[name])
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
             problems.append(

@@ -10,7 +10,8 @@ FALAI = {
 ```
 
 Everything reads settings through `falai_settings()` at call time, never at import time, so
-`import falai_django` needs no Django settings and tests can override `FALAI` freely.
+`import falai_django` needs no Django settings. The merged dict is built once and rebuilt when
+Django's `setting_changed` signal says `FALAI` changed (tests' `settings` fixture, override_settings).
 """
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ DEFAULTS: dict[str, Any] = {
     "DISPATCH_LEASE_S": 60.0,
     # The dispatcher also re-enqueues sends whose hand-off was lost (crash between commit and enqueue).
     "SEND_SWEEP_AFTER_S": 10.0,
+    # How a turn's sends reach the sender after commit: "notify" = a PostgreSQL NOTIFY sent by the
+    # turn's own statement wakes the dispatcher, which sends from its thread pool (no broker row per
+    # turn); "queue" = a django-q2 task per turn; "auto" = notify on PostgreSQL, queue elsewhere.
+    # Either way the outbox rows are durable first, and the dispatcher's sweep finds any left behind.
+    "SEND_HANDOFF": "auto",
+    # Threads the dispatcher sends with in "notify" mode (senders mostly wait on the network).
+    "SEND_THREADS": 4,
     # django-q2 cluster name for falai's tasks (None: the default cluster).
     "Q_CLUSTER": None,
     # The admin's handoff (docs/admin.md): keep extracting fields by default on a take-over, and
@@ -60,14 +68,26 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def falai_settings() -> dict[str, Any]:
-    """The merged `FALAI` setting: the project's values over `DEFAULTS`."""
-    from django.conf import settings
+_merged: dict[str, Any] | None = None
 
-    configured = getattr(settings, "FALAI", None) or {}
-    merged = dict(DEFAULTS)
-    merged.update(configured)
-    return merged
+
+def falai_settings() -> dict[str, Any]:
+    """The merged `FALAI` setting: the project's values over `DEFAULTS` (built once)."""
+    global _merged
+    if _merged is None:
+        from django.conf import settings
+
+        merged = dict(DEFAULTS)
+        merged.update(getattr(settings, "FALAI", None) or {})
+        _merged = merged
+    return _merged
+
+
+def reload(**kwargs: Any) -> None:
+    """Forget the merged settings (connected to `setting_changed` in `apps.py`)."""
+    global _merged
+    if kwargs.get("setting", "FALAI") == "FALAI":
+        _merged = None
 
 
 def get(name: str) -> Any:
@@ -111,5 +131,23 @@ def get_context_builder() -> Callable[..., Any] | None:
 
 
 def clear_cache() -> None:
-    """Forget imported dotted paths (tests that swap modules call this)."""
+    """Forget imported dotted paths and the merged settings (tests that swap modules call this)."""
     _import.cache_clear()
+    reload()
+
+
+def agent_now(agent: Any = None) -> Any:
+    """The agent's clock (a `fake_clock` in tests), else the wall clock, as an aware datetime."""
+    try:
+        agent = agent or get_agent()
+        return agent.now()
+    except Exception:  # noqa: BLE001 - no agent configured, or one without a clock
+        from django.utils import timezone
+
+        return timezone.now()
+
+
+def send_by_notify(vendor: str) -> bool:
+    """Whether a turn's sends are handed over by PostgreSQL NOTIFY (see SEND_HANDOFF)."""
+    mode = get("SEND_HANDOFF")
+    return vendor == "postgresql" and mode in ("auto", "notify")

@@ -1,10 +1,10 @@
 """Handing a conversation to a human and back: the service functions the admin calls.
 
-Built only on `host`'s public functions, so the admin, the API and a management command can
-share them. The handoff state itself has one write path, `host.silence` / `host.unsilence`
-(they refuse an unknown conversation with `host.UnknownConversationError` and an empty reason
-with `host.InputError`); `take_over`, `silence` and `give_back` only add the owner's reason
-and the understand default on top.
+Built on the host's service modules, so the admin, the API and a management command can share
+them. The handoff state itself has one write path, `silence.silence` / `silence.unsilence`
+(they refuse an unknown conversation with `UnknownConversationError` and an empty reason with
+`InputError`); `take_over`, `silence` and `give_back` only add the owner's reason and the
+understand default on top.
 
 - `take_over(session_id, owner)` — the conversation gets an owner and every later turn runs
   with `silenced = "human: <owner>"` (the plain string: zero model calls, nothing said, `do`
@@ -35,9 +35,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from . import conf, host
+from . import conf, inbox, loop, outbox, requeue
+from . import silence as handoff_state
+from .enqueue import hand_over_sends
+from .inbox import HostResult
 
-HUMAN_KIND = "human"  # HistoryItem.kind of a message a person wrote (the engine's are 'ai' | 'verbatim')
+HUMAN_KIND = "human"  # History.kind of a message a person wrote (the engine's are 'ai' | 'verbatim')
 HUMAN_REASON_PREFIX = "human: "
 
 
@@ -51,7 +54,7 @@ class HumanReply:
 
     item_id: int
     event: str | None
-    turn: host.HostResult | None
+    turn: HostResult | None
 
 
 def understand_by_default() -> bool:
@@ -80,17 +83,17 @@ def take_over(session_id: str, owner: str, *, understand: bool | None = None) ->
     if understand is None:
         understand = understand_by_default()
     mode = "understand" if understand else "stop"
-    return host.silence(session_id, human_reason(owner), owner=owner, mode=mode)
+    return handoff_state.silence(session_id, human_reason(owner), owner=owner, mode=mode)
 
 
 def silence(session_id: str, reason: str, *, mode: str = "stop") -> Any:
     """Pause the assistant with a reason (no owner). `mode`: stop | skip | understand."""
-    return host.silence(session_id, reason, mode=mode)
+    return handoff_state.silence(session_id, reason, mode=mode)
 
 
 def give_back(session_id: str) -> Any:
     """The assistant answers again from the next input on."""
-    return host.unsilence(session_id)
+    return handoff_state.unsilence(session_id)
 
 
 def outbound_event(agent: Any = None) -> str | None:
@@ -107,9 +110,6 @@ def outbound_event(agent: Any = None) -> str | None:
 
 def reply_as_human(session_id: str, text: str, *, author: str, agent: Any = None) -> HumanReply:
     """Send `text` as the human `author`, keep it in the transcript, and tell the engine."""
-    from .models import HistoryItem
-    from .sending import enqueue_send
-
     text = (text or "").strip()
     if not text:
         raise HandoffError("a reply needs text")
@@ -119,34 +119,25 @@ def reply_as_human(session_id: str, text: str, *, author: str, agent: Any = None
     key = f"{HUMAN_KIND}:{uuid.uuid4().hex}"
     now = timezone.now()
     with transaction.atomic():
-        record = host.receive(session_id, {"event": event, "key": key}, agent=agent) if event else None
-        item = HistoryItem.objects.create(
-            conversation_id=session_id,
-            role=HistoryItem.Role.ASSISTANT,
-            content=text,
-            message_key=f"{HUMAN_KIND}:{author}"[:1024],
-            at=now,
-            turn=record,
-            kind=HUMAN_KIND,
-            emission_key=key,
-            idempotency_key=host.idempotency_key(session_id, key),
-            send_status=HistoryItem.SendStatus.PENDING,
-            queued_at=now,
-        )
-        transaction.on_commit(lambda: enqueue_send(session_id))
-    turn = host.process(record, agent=agent) if record is not None else None
+        record = inbox.receive(session_id, {"event": event, "key": key}, agent=agent) if event else None
+        row = outbox.outbox_row(session_id, text=text, emission=key, now=now, kind=HUMAN_KIND,
+                                message_key=f"{HUMAN_KIND}:{author}"[:1024],
+                                turn_id=record.pk if record is not None else None)
+        (item,) = outbox.write_outbox([row])
+        hand_over_sends(session_id)
+    turn = loop.process(record, agent=agent) if record is not None else None
     return HumanReply(item_id=item.pk, event=event, turn=turn)
 
 
-def fire_wake_now(session_id: str, key: str, *, agent: Any = None) -> host.HostResult:
+def fire_wake_now(session_id: str, key: str, *, agent: Any = None) -> HostResult:
     """Run the wake now instead of at its time. The engine drops a stale one (`changed: false`)."""
     if not key:
         raise HandoffError("a wake needs its key")
     load_session(session_id)
-    return host.handle(session_id, {"wake": key}, agent=agent)
+    return loop.handle(session_id, {"wake": key}, agent=agent)
 
 
 def requeue_wakes(session_id: str, *, agent: Any = None) -> dict[str, int]:
     """Rebuild this conversation's wakes from `agent.pending_wakes` (safe to run twice)."""
     load_session(session_id)
-    return host.requeue_wakes(session_ids=[session_id], agent=agent)
+    return requeue.requeue_wakes(session_ids=[session_id], agent=agent)

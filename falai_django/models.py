@@ -1,10 +1,12 @@
 """The host's tables.
 
-- `Conversation` — one row per session (table `agent_sessions`, the upstream PostgresStore shape
+- `Session` — one row per conversation (table `agent_sessions`, the upstream PostgresStore shape
   `id, version, blob, created_at, updated_at`) plus columns derived from the blob on every save
-  for the admin to filter on. Named `Conversation` so it never clashes with the engine's
-  pydantic `Session`; the blob *is* the engine session.
-- `HistoryItem` — one row per transcript item. Outbound items are also the outbox: they carry
+  for the admin to filter on. The blob *is* the engine session (`falai_django.Session`, a
+  pydantic model: import one of the two under another name where both are needed).
+  `Conversation` is a proxy of it: what the admin shows people (and the name its URLs and
+  permissions, `falai_django.change_conversation`, keep).
+- `History` — one row per transcript item. Outbound items are also the outbox: they carry
   the send status, attempts and the emission key (unique per conversation). `OutboxItem` is a
   proxy over the outbound rows.
 - `Wake` — durable wakes (`conversation, key` unique), fired by the dispatcher via django-q2.
@@ -19,7 +21,7 @@ from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
 
-class Conversation(models.Model):
+class Session(models.Model):
     id = models.CharField(_("session id"), max_length=255, primary_key=True)
     version = models.IntegerField(_("version"))
     blob = models.JSONField(_("session blob"))
@@ -41,6 +43,18 @@ class Conversation(models.Model):
 
     class Meta:
         db_table = "agent_sessions"
+        verbose_name = _("session")
+        verbose_name_plural = _("sessions")
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class Conversation(Session):
+    """The session row as the admin shows it to people (same table; a proxy)."""
+
+    class Meta:
+        proxy = True
         verbose_name = _("conversation")
         verbose_name_plural = _("conversations")
         permissions = [
@@ -48,11 +62,21 @@ class Conversation(models.Model):
             ("reply_conversation", _("Can reply to a conversation as a human")),
         ]
 
-    def __str__(self) -> str:
-        return self.id
+
+class HistoryQuerySet(models.QuerySet):
+    def transcript(self, session_id: str) -> HistoryQuerySet:
+        """What the engine sees as `history`: every item but sends that failed for good."""
+        return self.filter(conversation_id=session_id).exclude(send_status=History.SendStatus.FAILED)
+
+    def pending_sends(self, session_id: str | None = None) -> HistoryQuerySet:
+        """Outbound rows not sent yet (the outbox), oldest first."""
+        rows = self.filter(send_status__in=[History.SendStatus.PENDING, History.SendStatus.SENDING])
+        if session_id is not None:
+            rows = rows.filter(conversation_id=session_id)
+        return rows.order_by("id")
 
 
-class HistoryItem(models.Model):
+class History(models.Model):
     class Role(models.TextChoices):
         USER = "user", _("user")
         ASSISTANT = "assistant", _("assistant")
@@ -65,7 +89,7 @@ class HistoryItem(models.Model):
         FAILED = "failed", _("failed")
 
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="history", verbose_name=_("conversation")
+        Session, on_delete=models.CASCADE, related_name="history", verbose_name=_("conversation")
     )
     role = models.CharField(_("role"), max_length=16, choices=Role.choices)
     content = models.TextField(_("content"), blank=True)
@@ -93,6 +117,8 @@ class HistoryItem(models.Model):
     send_error = models.TextField(_("last send error"), blank=True, default="")
     channel_message_id = models.CharField(_("channel message id"), max_length=255, null=True, blank=True)
 
+    objects = HistoryQuerySet.as_manager()
+
     class Meta:
         db_table = "falai_history"
         ordering = ["id"]
@@ -111,13 +137,35 @@ class HistoryItem(models.Model):
         return f"{self.role}: {self.content[:60]}"
 
 
-class OutboxItem(HistoryItem):
+class OutboxItem(History):
     """The outbound history rows seen as an outbox (a proxy: same table)."""
 
     class Meta:
         proxy = True
         verbose_name = _("outbox message")
         verbose_name_plural = _("outbox")
+
+
+class WakeQuerySet(models.QuerySet):
+    def due(self, now) -> WakeQuerySet:
+        """Pending wakes whose time has come, oldest first."""
+        return self.filter(state=Wake.State.PENDING, at__lte=now).order_by("at")
+
+    def open(self) -> WakeQuerySet:
+        return self.exclude(state=Wake.State.DONE)
+
+    def mark_fired(self, session_id: str, key: str, at) -> int:
+        """The wake ran (honoured or dropped as stale): it is done."""
+        return self.filter(conversation_id=session_id, key=key).update(state=Wake.State.DONE, fired_at=at)
+
+    def upsert(self, session_id: str, entries) -> None:
+        """Schedule entries (`key`, `at`) as pending wakes; an existing key moves to the new time."""
+        self.bulk_create(
+            [Wake(conversation_id=session_id, key=entry.key, at=entry.at) for entry in entries],
+            update_conflicts=True,
+            unique_fields=["conversation", "key"],
+            update_fields=["at", "state", "claimed_at"],
+        )
 
 
 class Wake(models.Model):
@@ -127,7 +175,7 @@ class Wake(models.Model):
         DONE = "done", _("done")  # fired (honoured or dropped as stale)
 
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="wakes", verbose_name=_("conversation")
+        Session, on_delete=models.CASCADE, related_name="wakes", verbose_name=_("conversation")
     )
     key = models.CharField(_("key"), max_length=1024)
     at = models.DateTimeField(_("due at"))
@@ -136,6 +184,8 @@ class Wake(models.Model):
     attempts = models.IntegerField(_("attempts"), default=0)
     fired_at = models.DateTimeField(_("fired at"), null=True, blank=True)
     created_at = models.DateTimeField(_("created at"), db_default=Now())
+
+    objects = WakeQuerySet.as_manager()
 
     class Meta:
         db_table = "falai_wake"
@@ -193,3 +243,7 @@ class TurnRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.conversation_id} {self.kind}:{self.input_key}"
+
+
+# The names before the rename (0002): kept so existing imports keep working.
+HistoryItem = History

@@ -93,14 +93,14 @@ def send_event(session_id: str, event: str, payload: Any = None, key: str | None
 
 def snapshot(session_id: str, agent: Any = None) -> dict[str, Any]:
     """Everything the side panel shows, JSON-ready."""
-    from .models import HistoryItem, TurnRecord
+    from .models import History, TurnRecord
     from .stores.django import DjangoStore
 
     agent = agent or conf.get_agent()
     session = DjangoStore().load(session_id)
     last = TurnRecord.objects.filter(conversation_id=session_id).exclude(
         status=TurnRecord.Status.RECEIVED).order_by("-id").first()
-    history = list(HistoryItem.objects.filter(conversation_id=session_id).order_by("id").values(
+    history = list(History.objects.filter(conversation_id=session_id).order_by("id").values(
         "role", "content", "kind"))
     runs = []
     if session is not None:

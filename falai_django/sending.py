@@ -28,7 +28,9 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from . import conf
+from . import conf, enqueue
+from .models import History
+from .models import Session as SessionRow
 
 logger = logging.getLogger("falai_django.sending")
 
@@ -55,13 +57,6 @@ def log_sender(message: OutboundSend) -> None:
     logger.info("falai send to %s [%s]: %s", message.session_id, message.idempotency_key[:12], message.text)
 
 
-def enqueue_send(session_id: str) -> None:
-    """Hand a conversation's pending sends to django-q2 (called on commit)."""
-    from .tasks import enqueue
-
-    enqueue("falai_django.tasks.send_pending", session_id)
-
-
 def send_after_commit(session_id: str) -> None:
     """Send in this process (a worker already running a task); a failure is left to the sweep."""
     try:
@@ -80,8 +75,6 @@ def _use_advisory_lock() -> bool:
 def _acquire(session_id: str) -> bool:
     """Take the conversation's send lock: a PostgreSQL advisory lock (no write, released by the
     server if the worker dies), or a lease column on its row elsewhere (`SEND_LOCK = "lease"`)."""
-    from .models import Conversation
-
     if _use_advisory_lock():
         from django.db import connection
 
@@ -90,41 +83,32 @@ def _acquire(session_id: str) -> bool:
             return bool(cursor.fetchone()[0])
     now = timezone.now()
     return bool(
-        Conversation.objects.filter(pk=session_id)
+        SessionRow.objects.filter(pk=session_id)
         .filter(Q(send_lease_until__isnull=True) | Q(send_lease_until__lt=now))
         .update(send_lease_until=now + timedelta(seconds=conf.get("SEND_LEASE_S")))
     )
 
 
 def _renew(session_id: str) -> None:
-    from .models import Conversation
-
     if _use_advisory_lock():
         return  # held until released or the session ends
-    Conversation.objects.filter(pk=session_id).update(
+    SessionRow.objects.filter(pk=session_id).update(
         send_lease_until=timezone.now() + timedelta(seconds=conf.get("SEND_LEASE_S"))
     )
 
 
 def _release(session_id: str) -> None:
-    from .models import Conversation
-
     if _use_advisory_lock():
         from django.db import connection
 
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [f"falai-send:{session_id}"])
         return
-    Conversation.objects.filter(pk=session_id).update(send_lease_until=None)
+    SessionRow.objects.filter(pk=session_id).update(send_lease_until=None)
 
 
 def _pending(session_id: str):
-    from .models import HistoryItem
-
-    return HistoryItem.objects.filter(
-        conversation_id=session_id,
-        send_status__in=[HistoryItem.SendStatus.PENDING, HistoryItem.SendStatus.SENDING],
-    ).order_by("id")
+    return History.objects.pending_sends(session_id)
 
 
 def send_delay_s(attempt: int) -> float:
@@ -170,11 +154,9 @@ def _send_under_advisory_lock(session_id: str, sender, sleep) -> int:
 
     from django.db import connection
 
-    from .models import HistoryItem
-
     quote = connection.ops.quote_name
-    table = quote(HistoryItem._meta.db_table)
-    columns = ", ".join(quote(HistoryItem._meta.get_field(c).column) for c in _COLUMNS)
+    table = quote(History._meta.db_table)
+    columns = ", ".join(quote(History._meta.get_field(c).column) for c in _COLUMNS)
     where = f"WHERE {quote('conversation_id')} = %s AND {quote('send_status')} IN ('pending', 'sending') ORDER BY id"
     lock_key = f"falai-send:{session_id}"
     sent = 0
@@ -195,7 +177,7 @@ def _send_under_advisory_lock(session_id: str, sender, sleep) -> int:
             values = dict(zip(_COLUMNS, row, strict=True))
             if isinstance(values["media"], str):
                 values["media"] = json.loads(values["media"])
-            items.append(HistoryItem(conversation_id=session_id, **values))
+            items.append(History(conversation_id=session_id, **values))
         deferred: list = []
         try:
             sent += _drain(session_id, items, sender, sleep, deferred)
@@ -241,8 +223,6 @@ def _drain(session_id: str, items: list, sender, sleep, deferred: list | None = 
     before the 'sent' update leaves the row pending, and it goes out again under the same
     idempotency key (what a 'sending' mark would lead to as well), for one statement less.
     """
-    from .models import HistoryItem
-
     sent = 0
     previous_sent_at = None
     leased_at = time.monotonic()
@@ -253,7 +233,7 @@ def _drain(session_id: str, items: list, sender, sleep, deferred: list | None = 
         if item.after_ms:
             if previous_sent_at is None:
                 previous_sent_at = (
-                    HistoryItem.objects.filter(conversation_id=session_id, turn_id=item.turn_id, id__lt=item.id)
+                    History.objects.filter(conversation_id=session_id, turn_id=item.turn_id, id__lt=item.id)
                     .exclude(sent_at__isnull=True)
                     .order_by("-id")
                     .values_list("sent_at", flat=True)
@@ -283,8 +263,8 @@ def _drain(session_id: str, items: list, sender, sleep, deferred: list | None = 
             channel_id = sender(outbound)
         except Exception as exc:  # noqa: BLE001 - any sender failure is recorded and retried
             give_up = attempt >= conf.get("SEND_RETRY_MAX")
-            HistoryItem.objects.filter(pk=item.pk).update(
-                send_status=HistoryItem.SendStatus.FAILED if give_up else HistoryItem.SendStatus.PENDING,
+            History.objects.filter(pk=item.pk).update(
+                send_status=History.SendStatus.FAILED if give_up else History.SendStatus.PENDING,
                 send_attempts=attempt,
                 send_error=f"{type(exc).__name__}: {exc}"[:2000],
                 next_attempt_at=None if give_up else timezone.now() + timedelta(seconds=send_delay_s(attempt)),
@@ -298,8 +278,8 @@ def _drain(session_id: str, items: list, sender, sleep, deferred: list | None = 
         if deferred is not None and item is items[-1]:
             deferred.append((item.pk, attempt, previous_sent_at, channel))  # merged into the release
         else:
-            HistoryItem.objects.filter(pk=item.pk).update(
-                send_status=HistoryItem.SendStatus.SENT,
+            History.objects.filter(pk=item.pk).update(
+                send_status=History.SendStatus.SENT,
                 send_attempts=attempt,
                 sent_at=previous_sent_at,
                 next_attempt_at=None,
@@ -310,24 +290,25 @@ def _drain(session_id: str, items: list, sender, sleep, deferred: list | None = 
     return sent
 
 
-def sweep_unsent(*, older_than_s: float | None = None) -> int:
-    """Re-enqueue conversations whose due sends were never handed over (a crash between commit
-    and enqueue) or whose retry is due. Returns how many conversations were enqueued."""
-    from .models import HistoryItem
+def sweep_unsent(*, older_than_s: float | None = None, hand_over=None) -> int:
+    """Hand back conversations whose due sends were never handed over (a crash between commit
+    and enqueue, a NOTIFY nobody heard) or whose retry is due. Returns how many conversations.
 
+    `hand_over(session_id)` does the hand-off (default: a django-q2 task each; the dispatcher
+    passes its own sender pool in "notify" mode).
+    """
+    hand_over = hand_over or enqueue.enqueue_send
     older_than_s = conf.get("SEND_SWEEP_AFTER_S") if older_than_s is None else older_than_s
     now = timezone.now()
     stale = now - timedelta(seconds=older_than_s)
-    due = HistoryItem.objects.filter(
-        send_status__in=[HistoryItem.SendStatus.PENDING, HistoryItem.SendStatus.SENDING],
-    ).filter(
+    due = History.objects.pending_sends().filter(
         (Q(next_attempt_at__isnull=True) & (Q(queued_at__isnull=True) | Q(queued_at__lte=stale)))
         | Q(next_attempt_at__lte=now)
     )
-    session_ids = list(due.values_list("conversation_id", flat=True).distinct()[:1000])
+    session_ids = list(due.order_by().values_list("conversation_id", flat=True).distinct()[:1000])
     if not session_ids:
         return 0
     due.filter(conversation_id__in=session_ids).update(queued_at=now, next_attempt_at=None)
     for session_id in session_ids:
-        enqueue_send(session_id)
+        hand_over(session_id)
     return len(session_ids)

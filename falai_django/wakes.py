@@ -10,6 +10,10 @@ scheduler is not used: it scans every 30 s and its names hold 100 characters.
 Idempotent if it dies mid-way: a wake claimed but never fired goes back to `pending` once its
 claim is older than `DISPATCH_LEASE_S`, and a wake that fires twice is dropped by the engine as
 stale. The same loop re-enqueues sends whose hand-off was lost and inputs parked for retry.
+
+In "notify" mode (`FALAI["SEND_HANDOFF"]`, PostgreSQL) the dispatcher is also the sender: it
+LISTENs on the channel each turn's statement NOTIFYs, and sends from a small thread pool; the
+sweep hands it whatever a missed NOTIFY left behind, so no send depends on the NOTIFY arriving.
 """
 
 from __future__ import annotations
@@ -17,21 +21,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connections, router, transaction
+from django.db import close_old_connections, connections, router, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from . import conf
+from . import conf, loop, sending
+from .conf import agent_now
+from .enqueue import SEND_CHANNEL, enqueue_wakes
+from .inbox import retry_parked
+from .models import Wake
 
 logger = logging.getLogger("falai_django.wakes")
 
 
 def _db_alias() -> str:
-    from .models import Wake
-
     return router.db_for_write(Wake)
 
 
@@ -40,9 +47,6 @@ def claim_due(now: datetime | None = None, limit: int | None = None) -> list[tup
 
     Due is judged on the agent's clock (a fake clock in tests); the claim time is the wall clock.
     """
-    from .host import agent_now
-    from .models import Wake
-
     now = now or agent_now()
     limit = limit or conf.get("DISPATCH_BATCH")
     alias = _db_alias()
@@ -62,8 +66,7 @@ def claim_due(now: datetime | None = None, limit: int | None = None) -> list[tup
     with transaction.atomic(using=alias):
         rows = list(
             Wake.objects.using(alias)
-            .filter(state=Wake.State.PENDING, at__lte=now)
-            .order_by("at")
+            .due(now)
             .values_list("id", "conversation_id", "key", "at")[:limit]
         )
         if rows:
@@ -75,8 +78,6 @@ def claim_due(now: datetime | None = None, limit: int | None = None) -> list[tup
 
 def release_stale_claims(now: datetime | None = None, lease_s: float | None = None) -> int:
     """Claims older than the lease whose task never fired them go back to `pending`."""
-    from .models import Wake
-
     now = now or timezone.now()
     lease_s = conf.get("DISPATCH_LEASE_S") if lease_s is None else lease_s
     return Wake.objects.filter(state=Wake.State.QUEUED, claimed_at__lt=now - timedelta(seconds=lease_s)).update(
@@ -90,8 +91,6 @@ def chunks(items: list[Any], size: int) -> list[list[Any]]:
 
 def dispatch_once(now: datetime | None = None) -> int:
     """Claim what is due and hand it to django-q2. Returns how many wakes were handed over."""
-    from .tasks import enqueue
-
     rows = claim_due(now)
     if not rows:
         return 0
@@ -101,22 +100,19 @@ def dispatch_once(now: datetime | None = None) -> int:
     # of DISPATCH_CHUNK, whose turns run one after the other in one worker.
     size = max(1, min(conf.get("DISPATCH_CHUNK"), -(-len(rows) // max(1, int(Conf.WORKERS or 1)))))
     for chunk in chunks([row[0] for row in rows], size):
-        enqueue("falai_django.tasks.fire_wakes", chunk)
+        enqueue_wakes(chunk)
     return len(rows)
 
 
 def fire_wakes(wake_ids: list[int], *, agent: Any = None) -> int:
     """Run `turn(wake=key)` through the host for each wake still queued. Returns how many ran."""
-    from . import host
-    from .models import Wake
-
     fired = 0
-    rows = Wake.objects.filter(id__in=wake_ids).exclude(state=Wake.State.DONE).values_list(
+    rows = Wake.objects.filter(id__in=wake_ids).open().values_list(
         "conversation_id", "key", "at"
     )
     for session_id, key, _at in sorted(rows, key=lambda row: row[2]):
         try:
-            host.handle(session_id, {"wake": key}, agent=agent, send_inline=True)
+            loop.handle(session_id, {"wake": key}, agent=agent, send_inline=True)
         except Exception:  # noqa: BLE001 - one bad wake must not stop the chunk; its claim lapses
             logger.exception("falai wake %s on %s failed", key, session_id)
             continue
@@ -124,29 +120,74 @@ def fire_wakes(wake_ids: list[int], *, agent: Any = None) -> int:
     return fired
 
 
-def retry_parked_turns(now: datetime | None = None, *, stale_after_s: float = 600.0) -> int:
-    """Hand inputs parked for retry (and ones stuck mid-turn by a crash) back to django-q2."""
-    from django.db.models import Q
+retry_parked_turns = retry_parked  # the name before the inbox had its own module
 
-    from .models import TurnRecord
-    from .tasks import enqueue
 
-    now = now or timezone.now()
-    due = TurnRecord.objects.filter(
-        Q(status=TurnRecord.Status.RETRY, next_attempt_at__lte=now)
-        | (
-            Q(status=TurnRecord.Status.RECEIVED, received_at__lt=now - timedelta(seconds=stale_after_s))
-            & (Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
-        )
-    )
-    ids = list(due.values_list("id", flat=True)[:500])
-    if not ids:
-        return 0
-    # Push the next look far enough out that the task runs before the sweep sees it again.
-    TurnRecord.objects.filter(id__in=ids).update(next_attempt_at=now + timedelta(seconds=60))
-    for record_id in ids:
-        enqueue("falai_django.tasks.process_turn", record_id)
-    return len(ids)
+class SendListener:
+    """The dispatcher's sender in "notify" mode: LISTEN, then send each notified conversation.
+
+    It holds one extra connection of its own (psycopg, autocommit) for LISTEN; the sends run on
+    a thread pool, each thread with its own Django connection. A conversation already being
+    sent is not submitted twice (the send lock would turn the second one away anyway).
+    """
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=threads or int(conf.get("SEND_THREADS")),
+                                       thread_name_prefix="falai-send")
+        self.busy: set[str] = set()
+        self.lock = threading.Lock()
+        self.listen_conn: Any = None
+        self.sent = 0
+
+    def start(self) -> None:
+        connection = connections[_db_alias()]
+        connection.ensure_connection()
+        self.listen_conn = connection.get_new_connection(connection.get_connection_params())
+        self.listen_conn.autocommit = True
+        self.listen_conn.execute(f"LISTEN {SEND_CHANNEL}")
+
+    def wait(self, timeout: float) -> int:
+        """Wait up to `timeout` for notifications; submit each conversation. Returns how many."""
+        submitted = 0
+        for notify in self.listen_conn.notifies(timeout=max(timeout, 0.001)):
+            submitted += self.submit(notify.payload)
+        return submitted
+
+    def submit(self, session_id: str) -> int:
+        with self.lock:
+            if session_id in self.busy:
+                return 0
+            self.busy.add(session_id)
+        self.pool.submit(self._send, session_id)
+        return 1
+
+    def _send(self, session_id: str) -> None:
+        try:
+            self.sent += sending.send_pending(session_id)
+        except Exception:  # noqa: BLE001 - the rows stay pending; the sweep comes back for them
+            logger.exception("falai sender: sending %s failed; the sweep retries it", session_id)
+        finally:
+            with self.lock:
+                self.busy.discard(session_id)
+            close_old_connections()  # a thread keeps its connection (CONN_MAX_AGE) between sends
+
+    def stop(self) -> None:
+        # One closing task per thread (the barrier keeps each on its own thread), then shut down.
+        threads = self.pool._max_workers
+        barrier = threading.Barrier(threads)
+
+        def close_this_threads_connections() -> None:
+            try:
+                barrier.wait(timeout=5)
+            except threading.BrokenBarrierError:
+                pass
+            connections.close_all()
+
+        for _ in range(threads):
+            self.pool.submit(close_this_threads_connections)
+        self.pool.shutdown(wait=True)
+        if self.listen_conn is not None:
+            self.listen_conn.close()
 
 
 class Dispatcher:
@@ -157,20 +198,38 @@ class Dispatcher:
         self.sweep_every_s = sweep_every_s
         self.stop_event = threading.Event()
         self.dispatched = 0
+        self.sender: SendListener | None = None
 
     def stop(self) -> None:
         self.stop_event.set()
 
     def sweep(self) -> None:
-        from .sending import sweep_unsent
-
         release_stale_claims()
-        sweep_unsent()
-        retry_parked_turns()
+        sending.sweep_unsent(hand_over=self.sender.submit if self.sender is not None else None)
+        retry_parked()
+
+    def _idle(self) -> None:
+        """Wait for the next poll; in notify mode, send what is notified meanwhile."""
+        if self.sender is None:
+            self.stop_event.wait(self.poll_s)
+            return
+        self.sender.wait(self.poll_s)
 
     def run(self, *, max_seconds: float | None = None) -> int:
         started = time.monotonic()
         next_sweep = 0.0
+        if conf.send_by_notify(connections[_db_alias()].vendor):
+            self.sender = SendListener()
+            self.sender.start()
+        try:
+            return self._loop(started, next_sweep, max_seconds)
+        finally:
+            if self.sender is not None:
+                self.sender.stop()
+                self.sender = None
+            connections.close_all()
+
+    def _loop(self, started: float, next_sweep: float, max_seconds: float | None) -> int:
         while not self.stop_event.is_set():
             if max_seconds is not None and time.monotonic() - started > max_seconds:
                 break
@@ -185,5 +244,7 @@ class Dispatcher:
                 connections.close_all()
                 handed = 0
             if handed < conf.get("DISPATCH_BATCH"):
-                self.stop_event.wait(self.poll_s)
+                self._idle()
+            elif self.sender is not None:
+                self.sender.wait(0)
         return self.dispatched

@@ -7,8 +7,16 @@ from typing import Any
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
-from ..engine.jstime import to_iso
-from ..host import HANDOFF_MODES
+from .. import conf
+from ..inputs import (
+    HANDOFF_MODES,
+    UNSET,
+    InputError,
+    TurnInput,
+    check_anchors,
+    check_claims,
+    parse_turn_input,
+)
 
 
 class SilencedField(serializers.Field):
@@ -75,11 +83,37 @@ class StorableTextMixin:
         return super().validate(attrs)
 
 
+class _ShapeField(serializers.JSONField):
+    """A JSON option whose shape `inputs` checks (the same check a Python caller gets)."""
+
+    check: Any = None
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        try:
+            return type(self).check(value)
+        except InputError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class AnchorsField(_ShapeField):
+    check = staticmethod(check_anchors)
+
+
+class ClaimsField(_ShapeField):
+    check = staticmethod(check_claims)
+
+
 class _Common(StorableTextMixin, serializers.Serializer):
     silenced = SilencedField(required=False, allow_null=True, help_text=_("Why the assistant must not speak now."))
     context = serializers.JSONField(required=False, help_text=_("Per-turn data the flows read."))
-    anchors = serializers.DictField(child=serializers.DictField(), required=False)
-    claims = serializers.DictField(required=False)
+    anchors = AnchorsField(required=False, allow_null=True,
+                           help_text=_("Host anchors by name: {name: {key, lastInboundAt?}}."))
+    claims = ClaimsField(required=False, allow_null=True,
+                         help_text=_("Claims from the customer's other sessions: {held: {dedupeKey: ISO}, active: [pair]}."))
+
+    def turn_input(self) -> dict[str, Any]:
+        raise NotImplementedError
 
     def host_options(self) -> dict[str, Any]:
         data = self.validated_data
@@ -91,11 +125,30 @@ class _Common(StorableTextMixin, serializers.Serializer):
                 options[name] = data[name]
         return options
 
+    def checked_input(self) -> TurnInput:
+        """The one validated input the host runs (a problem is a 400 naming the field)."""
+        options = self.host_options()
+        try:
+            return parse_turn_input(self.turn_input(), now=conf.agent_now(), silenced=options["silenced"],
+                                    context=options.get("context", UNSET), anchors=options.get("anchors"),
+                                    claims=options.get("claims"))
+        except InputError as exc:
+            raise serializers.ValidationError({exc.field: [str(exc)]}) from None
+
 
 class MessageInputSerializer(_Common):
     text = serializers.CharField(max_length=20000, trim_whitespace=False, help_text=_("What the customer wrote."))
     id = serializers.CharField(max_length=255, required=False, help_text=_("The channel's message id."))
-    at = serializers.DateTimeField(required=False, help_text=_("When the customer wrote it."))
+    at = serializers.CharField(required=False, max_length=64,
+                               help_text=_("When the customer wrote it (ISO 8601, e.g. 2026-09-24T10:00:00Z)."))
+
+    def validate_at(self, value: str) -> str:
+        from ..inputs import parse_at
+
+        try:
+            return parse_at(value) or ""
+        except InputError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
     def turn_input(self) -> dict[str, Any]:
         data = self.validated_data
@@ -103,7 +156,7 @@ class MessageInputSerializer(_Common):
         if data.get("id"):
             out["id"] = data["id"]
         if data.get("at"):
-            out["at"] = to_iso(data["at"])
+            out["at"] = data["at"]
         return out
 
 

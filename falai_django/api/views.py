@@ -131,7 +131,7 @@ class _InputView(FalaiView):
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         self.authorize_input(session_id, serializer)
-        result = host.handle(session_id, serializer.turn_input(), **serializer.host_options())
+        result = host.handle(session_id, serializer.checked_input())
         code = status.HTTP_202_ACCEPTED if result.status in ("retry", "failed") else status.HTTP_200_OK
         return Response(serializers.TurnResponseSerializer.from_host(result), status=code)
 
@@ -192,7 +192,7 @@ class MessageStreamView(FalaiView):
         _check_session_id(session_id)
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        events = host.stream(session_id, serializer.turn_input(), **serializer.host_options())
+        events = host.stream(session_id, serializer.checked_input())
         # Run the loop up to its first event before the headers go out: the session row is loaded
         # by then, so an unreadable row is a 409 like on every other endpoint, not a 200 with an
         # in-band error (the first byte would wait for this event anyway).

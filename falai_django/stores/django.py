@@ -13,7 +13,7 @@ silenced reason, human owner, last user / assistant times), derived from the blo
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from ..engine.errors import InvalidSessionError, SessionConflictError
@@ -73,85 +73,119 @@ def read_blob_text(text: Any, session_id: str) -> Session:
     return Session.from_json(text, session_id)
 
 
+def session_columns(session: Session) -> dict[str, Any]:
+    """`derived_columns` read from a `Session` object (no blob dict built for it)."""
+    asking = next((r for r in session.runs if r.status == "asking"), None)
+    untils = [t for r in session.runs if r.status == "waiting" and r.waiting is not None
+              for t in [_parse_time(r.waiting.until)] if t is not None]
+    handoff = (session.metadata or {}).get(HANDOFF_KEY)
+    handoff = handoff if isinstance(handoff, dict) else {}
+    return {
+        "asking_flow": asking.flow_id if asking else None,
+        "asking_step": asking.step_id if asking else None,
+        "waiting_until": min(untils) if untils else None,
+        "silenced_reason": (str(handoff["reason"])[:255] if handoff.get("reason") else None),
+        "human_owner": (str(handoff["owner"])[:255] if handoff.get("owner") else None),
+        "last_user_at": _parse_time(session.last_user_at),
+        "last_assistant_at": _parse_time(session.last_assistant_at),
+        "run_count": len(session.runs),
+    }
+
+
+DERIVED = ("asking_flow", "asking_step", "waiting_until", "silenced_reason", "human_owner", "last_user_at",
+           "last_assistant_at", "run_count")
+
+
+def blob_placeholder(connection: Any) -> str:
+    """The blob parameter as SQL: JSON text, cast to jsonb on PostgreSQL (parsed once, by the server)."""
+    return "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+
+
+def blob_select(connection: Any) -> str:
+    """The blob column as JSON text (PostgreSQL would otherwise hand a decoded dict to the JSONField)."""
+    quoted = connection.ops.quote_name("blob")
+    return f"{quoted}::text" if connection.vendor == "postgresql" else quoted
+
+
 class DjangoStore(Store):
-    """Sessions in the `Conversation` model. `using` picks a database alias (default: the router's)."""
+    """Sessions in the `Session` model. `using` picks a database alias (default: the router's).
+
+    Both statements are written out (not ORM queries): the blob travels as JSON text both ways,
+    checked and parsed once by pydantic-core on load, and cast by the server on save.
+    """
 
     def __init__(self, using: str | None = None) -> None:
         self.using = using
 
     @classmethod
     def get_model_class(cls):
-        from ..models import Conversation
+        from ..models import Session as SessionRow
 
-        return Conversation
+        return SessionRow
 
-    def _db(self) -> str:
+    def db_alias(self) -> str:
+        """The database this store writes to (open the turn's transaction on it)."""
         from django.db import router
 
         return self.using or router.db_for_write(self.get_model_class())
+
+    _db = db_alias
+
+    def connection(self) -> Any:
+        from django.db import connections
+
+        return connections[self.db_alias()]
 
     def initialize(self) -> None:
         """The table belongs to the app's migrations: run `manage.py migrate`. Nothing to create here."""
 
     def load(self, session_id: str) -> Session | None:
-        model = self.get_model_class()
-        # A tuple, not the bare blob: a row holding JSON null must fail loudly, not read as "no row".
-        row = model.objects.using(self._db()).filter(pk=session_id).values_list("version", "blob").first()
+        connection = self.connection()
+        quote = connection.ops.quote_name
+        table = quote(self.get_model_class()._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {blob_select(connection)} FROM {table} WHERE {quote('id')} = %s", [session_id])
+            row = cursor.fetchone()
         if row is None:
             return None
-        return read_blob(row[1], session_id)
+        return read_blob_text(row[0], session_id)
 
     def save(self, session: Session, expected_version: int) -> Session:
         saved, text = stamped(session, expected_version)
-        # The JSON every other store writes (a non-finite number becomes null, as JSON.stringify does).
-        blob = json.loads(text)
-        if expected_version == 0:
-            written = self._insert(session.id, blob)
-        else:
-            written = self._update(session.id, blob, expected_version)
-        if not written:
-            model = self.get_model_class()
-            actual = model.objects.using(self._db()).filter(pk=session.id).values_list("version", flat=True).first()
-            raise SessionConflictError(session.id, expected_version, actual)
-        return saved
-
-    # -- the two CAS statements -------------------------------------------------------------
-
-    def _insert(self, session_id: str, blob: dict[str, Any]) -> bool:
-        from django.db import connections
-
-        model = self.get_model_class()
-        connection = connections[self._db()]
-        now = datetime.now(tz=UTC)
-        values: dict[str, Any] = {
-            "id": session_id,
-            "version": blob["version"],
-            "blob": blob,
-            "created_at": now,
-            "updated_at": now,
-            **derived_columns(blob),
-        }
-        columns, params = [], []
-        for name, value in values.items():
-            field = model._meta.get_field(name)
-            columns.append(connection.ops.quote_name(field.column))
-            params.append(field.get_db_prep_save(value, connection))
-        table = connection.ops.quote_name(model._meta.db_table)
-        sql = (
-            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(params))}) "
-            f"ON CONFLICT ({connection.ops.quote_name('id')}) DO NOTHING"
-        )
+        connection = self.connection()
+        sql, params = save_statement(connection, self.get_model_class(), saved, text, expected_version)
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.rowcount == 1
+            written = cursor.fetchone() is not None
+            if not written:
+                quote = connection.ops.quote_name
+                table = quote(self.get_model_class()._meta.db_table)
+                cursor.execute(f"SELECT {quote('version')} FROM {table} WHERE {quote('id')} = %s", [saved.id])
+                row = cursor.fetchone()
+                raise SessionConflictError(saved.id, expected_version, None if row is None else row[0])
+        return saved
 
-    def _update(self, session_id: str, blob: dict[str, Any], expected_version: int) -> bool:
-        from django.db.models.functions import Now
 
-        model = self.get_model_class()
-        updated = (
-            model.objects.using(self._db())
-            .filter(pk=session_id, version=expected_version)
-            .update(version=blob["version"], blob=blob, updated_at=Now(), **derived_columns(blob))
-        )
-        return updated == 1
+def save_statement(connection: Any, model: Any, saved: Session, text: str, expected_version: int,
+                   ) -> tuple[str, list[Any]]:
+    """The compare-and-swap as one statement that returns a row only when it wrote.
+
+    Version 0 inserts unless the row exists (`ON CONFLICT DO NOTHING`); any other version updates
+    the row only while it is at `expected_version`. The admin's columns ride along.
+    """
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    derived = session_columns(saved)
+    prep = [model._meta.get_field(name).get_db_prep_save(derived[name], connection) for name in DERIVED]
+    blob = blob_placeholder(connection)
+    if expected_version == 0:
+        columns = ", ".join(quote(c) for c in ("id", "version", "blob", "created_at", "updated_at", *DERIVED))
+        values = ", ".join(["%s", "%s", blob, "CURRENT_TIMESTAMP", "CURRENT_TIMESTAMP"] + ["%s"] * len(DERIVED))
+        sql = (f"INSERT INTO {table} ({columns}) VALUES ({values}) ON CONFLICT ({quote('id')}) DO NOTHING "
+               f"RETURNING {quote('version')}")
+        return sql, [saved.id, saved.version, text, *prep]
+    sets = ", ".join([f"{quote('version')} = %s", f"{quote('blob')} = {blob}",
+                      f"{quote('updated_at')} = CURRENT_TIMESTAMP"] + [f"{quote(c)} = %s" for c in DERIVED])
+    sql = (f"UPDATE {table} SET {sets} WHERE {quote('id')} = %s AND {quote('version')} = %s "
+           f"RETURNING {quote('version')}")
+    return sql, [saved.version, text, *prep, saved.id, expected_version]

@@ -29,6 +29,8 @@ def falai_settings(settings, monkeypatch):
         "WEBHOOK_SECRET": "s3cret",
         "SEND_RETRY_BASE_S": 0.01,
         "TURN_RETRY_BASE_S": 0.01,
+        # Sends through django-q2 (in-line here); the NOTIFY hand-off has its own tests.
+        "SEND_HANDOFF": "queue",
     }
     from django_q.conf import Conf
 

@@ -115,3 +115,12 @@ def test_requeue_shows_a_progress_bar_and_a_summary(capsys):
     call_command("falai_requeue_wakes", stdout=out)
     printed = capsys.readouterr().out + out.getvalue()
     assert "100% 1/1" in printed and "1 conversations, 1 wakes queued, 0 failed" in printed
+
+
+def test_a_send_handoff_that_is_not_one_of_the_three_is_an_error(settings):
+    assert "falai_django.E010" in ids({"AGENT": "host.agents.current_agent", "WEBHOOK_SECRET": "x",
+                                       "SEND_HANDOFF": "carrier-pigeon"}, settings)
+    assert "falai_django.E010" not in ids({"AGENT": "host.agents.current_agent", "WEBHOOK_SECRET": "x",
+                                           "SEND_HANDOFF": "queue"}, settings)
+    assert "falai_django.E009" in ids({"AGENT": "host.agents.current_agent", "WEBHOOK_SECRET": "x",
+                                       "SEND_THREADS": 0}, settings)

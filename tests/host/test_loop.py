@@ -141,27 +141,28 @@ def test_a_conflict_rolls_back_and_replays_the_same_input(monkeypatch):
 
 
 def test_a_unique_key_violation_rolls_back_and_replays_the_same_input(monkeypatch):
-    """A unique-key violation inside the transaction (another writer's row) is a conflict too:
-    the CAS save and the run log roll back with it, and the same input replays once."""
-    from django.db import IntegrityError
-    from django.db.models.query import QuerySet
+    """A unique-key violation inside the write (another writer's row) is a conflict too: the CAS
+    save, the wakes and the run log roll back with it, and the same input replays once. The
+    collision is real: the first attempt is given the emission key of a row already stored."""
+    from falai_django import outbox
 
-    original = QuerySet.bulk_create
-    raised = {"n": 0}
+    host.handle_message("s1", "oi", id="wamid.1")
+    taken = HistoryItem.objects.get(role="assistant").emission_key
+    original = outbox.emission_key
+    calls = {"n": 0}
 
-    def colliding(self, objs, *args, **kwargs):
-        if self.model is HistoryItem and not raised["n"]:
-            raised["n"] += 1
-            raise IntegrityError("UNIQUE constraint failed: falai_history_unique_emission")
-        return original(self, objs, *args, **kwargs)
+    def colliding(*args):
+        calls["n"] += 1
+        return taken if calls["n"] == 1 else original(*args)
 
-    monkeypatch.setattr(QuerySet, "bulk_create", colliding)
-    result = host.handle_message("s1", "oi", id="wamid.1")
-    assert raised["n"] == 1 and result.status == "done" and result.replays == 1
-    assert Conversation.objects.get(pk="s1").version == 1  # the first save was rolled back
-    assert TurnRecord.objects.get().replays == 1
-    assert HistoryItem.objects.filter(role="user").count() == 1
-    assert texts(senders.sent) == [ASK]
+    monkeypatch.setattr(outbox, "emission_key", colliding)
+    result = host.handle_message("s1", "meu nome é Ana", id="wamid.2")
+    assert calls["n"] == 2 and result.status == "done" and result.replays == 1
+    assert Conversation.objects.get(pk="s1").version == 2  # the first attempt's save was rolled back
+    assert TurnRecord.objects.get(input_key="wamid.2").replays == 1
+    assert HistoryItem.objects.filter(role="user").count() == 2
+    assert Wake.objects.filter(conversation_id="s1").count() == 1
+    assert texts(senders.sent) == [ASK, NICE]
 
 
 def test_a_handoff_that_keeps_losing_the_compare_and_swap_is_a_409_not_a_500(monkeypatch):
@@ -204,13 +205,13 @@ def test_a_provider_error_parks_the_input_and_a_retry_answers_it():
 
 
 def test_a_crash_between_commit_and_enqueue_loses_no_send(monkeypatch):
-    from falai_django import sending
+    from falai_django import enqueue, sending
 
     def crash(session_id):
         raise SystemExit("worker killed after commit")
 
     with monkeypatch.context() as patched:
-        patched.setattr(sending, "enqueue_send", crash)
+        patched.setattr(enqueue, "enqueue_send", crash)
         with pytest.raises(SystemExit):
             host.handle_message("s1", "oi", id="wamid.1")
     assert senders.sent == [] and HistoryItem.objects.get(role="assistant").send_status == "pending"

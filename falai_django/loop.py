@@ -1,0 +1,280 @@
+"""The turn loop of "Go to production": load, turn, write, hand off.
+
+    handle(session_id, {"message": "oi", "id": "wamid.1"})   # or {"wake": key}, {"event": ...}, {"start": {...}}
+
+1. The input is checked once (`inputs.parse_turn_input`) and kept in the durable inbox (a
+   `TurnRecord` row) before the model is called. On PostgreSQL the inbox INSERT, the session
+   and the transcript travel in one statement (one round trip, one commit). A wake's own `Wake`
+   row is durable already, so its run-log row is written once, with the turn.
+2. The session is parsed once (JSON text → `Session`, by pydantic-core); `context` (the caller's,
+   else `FALAI["CONTEXT"]`) and `silenced` (the caller's, else the handoff) are added and
+   `agent.turn` runs.
+3. `changed` is false: the run log records the outcome lines, nothing else.
+4. Otherwise `writer.write_turn` writes everything in one transaction (one statement on
+   PostgreSQL). A `SessionConflictError` or a unique-key violation writes nothing and the same
+   input is replayed.
+5. The sends are handed over after commit: by the NOTIFY inside the write (PostgreSQL), by a
+   django-q2 task, or right here when the turn already runs in a worker (`send_inline`).
+
+A `ProviderError` parks the input (`status = retry`, exponential backoff); the dispatcher
+retries it. Nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from . import conf, enqueue, inbox
+from .engine.errors import ProviderError, SessionConflictError
+from .inbox import HostResult
+from .inputs import UNSET, TurnInput
+from .models import History, TurnRecord, Wake
+from .sending import send_after_commit
+from .silence import silenced_for
+from .stores.django import DjangoStore, blob_select, read_blob_text
+from .writer import TurnWrite, write_turn
+
+logger = logging.getLogger("falai_django.host")
+
+
+def handle(
+    session_id: str,
+    turn_input: dict[str, Any] | TurnInput,
+    *,
+    silenced: Any = None,
+    context: Any = UNSET,
+    anchors: dict[str, Any] | None = None,
+    claims: dict[str, Any] | None = None,
+    agent: Any = None,
+    send_inline: bool = False,
+) -> HostResult:
+    """Run one input through the whole loop. See the module docstring.
+
+    `send_inline=True` (django-q2 tasks that already run in a worker) sends right after commit in
+    this process instead of handing the sends over, unless a message carries an `after_ms` delay.
+    """
+    record = inbox.receive(session_id, turn_input, silenced=silenced, context=context, anchors=anchors,
+                           claims=claims, agent=agent, persist=False)
+    if isinstance(turn_input, TurnInput):
+        context = turn_input.context
+    return process(record, agent=agent, context=context, send_inline=send_inline,
+                   inbox_first=record.kind != TurnRecord.Kind.WAKE)
+
+
+def stream(
+    session_id: str,
+    turn_input: dict[str, Any] | TurnInput,
+    *,
+    silenced: Any = None,
+    context: Any = UNSET,
+    anchors: dict[str, Any] | None = None,
+    claims: dict[str, Any] | None = None,
+    agent: Any = None,
+) -> Iterator[dict[str, Any]]:
+    """The loop over `agent.turn_stream`: yields `{"delta": str}`, `{"replay": n}` (a conflict:
+    the text so far is void and streams again), and last `{"done": True, "host": HostResult}`."""
+    record = inbox.receive(session_id, turn_input, silenced=silenced, context=context, anchors=anchors,
+                           claims=claims, agent=agent, persist=False)
+    if isinstance(turn_input, TurnInput):
+        context = turn_input.context
+    yield from _run(record, agent=agent, context=context, streaming=True, inbox_first=True)
+
+
+def process(record: TurnRecord, *, agent: Any = None, context: Any = UNSET, send_inline: bool = False,
+            inbox_first: bool = False) -> HostResult:
+    """Run (or re-run) an input. Safe to call again for the same record.
+
+    `inbox_first`: the record is not saved yet and must be, before the model call (wakes are not:
+    their `Wake` row is the durable copy).
+    """
+    for event in _run(record, agent=agent, context=context, streaming=False, send_inline=send_inline,
+                      inbox_first=inbox_first):
+        if event.get("done"):
+            return event["host"]
+    raise AssertionError("the host loop ended without a result")  # pragma: no cover
+
+
+def process_record(record_id: int) -> HostResult | None:
+    """Re-run a parked or interrupted input by id (the django-q2 task calls this)."""
+    record = TurnRecord.objects.filter(pk=record_id).first()
+    if record is None or record.status in (TurnRecord.Status.DONE, TurnRecord.Status.UNCHANGED):
+        return None
+    return process(record)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+
+
+def load_history(session_id: str, limit: int | None = None) -> list[dict[str, str]]:
+    """The transcript before this input, oldest first (sends that failed for good are left out)."""
+    limit = limit or conf.get("HISTORY_LIMIT")
+    rows = list(History.objects.transcript(session_id).order_by("-id").values_list("role", "content")[:limit])
+    rows.reverse()
+    return [{"role": role, "content": content} for role, content in rows]
+
+
+def load_session_and_history(session_id: str, store: DjangoStore | None = None, *,
+                             inbox_row: TurnRecord | None = None) -> tuple[Any, list[dict[str, str]]]:
+    """Step 1 of the loop: the stored session (or None) and the transcript before this input.
+
+    With `inbox_row` (unsaved) the row is written first. On PostgreSQL all of it is one
+    statement: the INSERT in a CTE, the blob as text, the transcript as one JSON array.
+    """
+    store = store or DjangoStore()
+    connection = store.connection()
+    if connection.vendor != "postgresql":
+        if inbox_row is not None:
+            inbox_row.save(force_insert=True, using=store.db_alias())
+        return store.load(session_id), load_history(session_id)
+    q = connection.ops.quote_name
+    sessions, history = q(store.get_model_class()._meta.db_table), q(History._meta.db_table)
+    limit = int(conf.get("HISTORY_LIMIT"))
+    transcript = (
+        f"(SELECT COALESCE(json_agg(json_build_array(h.{q('role')}, h.{q('content')}) ORDER BY h.{q('id')}), "
+        f"'[]')::text FROM (SELECT {q('id')}, {q('role')}, {q('content')} FROM {history} "
+        f"WHERE {q('conversation_id')} = %s AND ({q('send_status')} IS NULL OR {q('send_status')} <> 'failed') "
+        f"ORDER BY {q('id')} DESC LIMIT {limit}) h)"
+    )
+    blob = f"(SELECT {blob_select(connection)} FROM {sessions} WHERE {q('id')} = %s)"
+    if inbox_row is None:
+        sql, params = f"SELECT NULL, {blob}, {transcript}", [session_id, session_id]
+    else:
+        turns = q(TurnRecord._meta.db_table)
+        sql = (
+            f"WITH t AS (INSERT INTO {turns} ({q('conversation_id')}, {q('kind')}, {q('input_key')}, {q('input')}, "
+            f"{q('status')}, {q('attempts')}, {q('replays')}, {q('error')}, {q('started')}, {q('ended')}, "
+            f"{q('outcomes')}, {q('skipped')}, {q('schedule')}, {q('llm_calls')}) "
+            f"VALUES (%s, %s, %s, %s::jsonb, 'received', 0, 0, '', '[]', '[]', '[]', '[]', '[]', 0) "
+            f"RETURNING {q('id')}) SELECT (SELECT {q('id')} FROM t), {blob}, {transcript}"
+        )
+        params = [session_id, inbox_row.kind, inbox_row.input_key, json.dumps(inbox_row.input, ensure_ascii=False),
+                  session_id, session_id]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        turn_id, text, items = cursor.fetchone()
+    if inbox_row is not None:
+        inbox_row.pk = inbox_row.id = turn_id
+        inbox_row._state.adding = False
+        inbox_row._state.db = store.db_alias()
+    session = read_blob_text(text, session_id) if text is not None else None  # a broken row raises: loud
+    return session, [{"role": role, "content": content} for role, content in json.loads(items)]
+
+
+def context_for(session_id: str, session: Any, turn_input: dict[str, Any], given: Any = UNSET) -> Any:
+    if given is not UNSET:
+        return given
+    builder = conf.get_context_builder()
+    return builder(session_id, session, turn_input) if builder else None
+
+
+def _turn_kwargs(record: TurnRecord, session: Any, history: list, context: Any, silenced: Any) -> dict[str, Any]:
+    stored = record.input
+    kwargs: dict[str, Any] = dict(stored["turn"])
+    kwargs.update(session_id=record.conversation_id, session=session, history=history, context=context)
+    if silenced is not None:
+        kwargs["silenced"] = silenced
+    for name in ("anchors", "claims"):
+        if stored.get(name):
+            kwargs[name] = stored[name]
+    return kwargs
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+# ---------------------------------------------------------------------------------------------
+
+
+def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_inline: bool = False,
+         inbox_first: bool = False) -> Iterator[dict[str, Any]]:
+    agent = agent or conf.get_agent()
+    store = DjangoStore()
+    session_id = record.conversation_id
+    stored = record.input
+    if context is UNSET and "context" in stored:
+        context = stored["context"]
+    replays = 0
+    max_replays = conf.get("MAX_REPLAYS")
+    pending_inbox = record if inbox_first and record.pk is None else None
+    while True:
+        try:
+            session, history = load_session_and_history(session_id, store, inbox_row=pending_inbox)
+            pending_inbox = None
+            kwargs = _turn_kwargs(record, session, history, context_for(session_id, session, stored["turn"], context),
+                                  silenced_for(session, stored.get("silenced")))
+            if streaming:
+                result = None
+                for chunk in agent.turn_stream(**kwargs):
+                    if chunk.get("done"):
+                        result = chunk["result"]
+                    elif chunk.get("delta"):
+                        yield {"delta": chunk["delta"]}
+            else:
+                result = agent.turn(**kwargs)
+        except ProviderError as exc:
+            yield {"done": True, "host": inbox.park(record, exc, replays)}
+            return
+        except Exception as exc:
+            if pending_inbox is not None and pending_inbox.pk is None:
+                pending_inbox = None  # the inbox row itself could not be written: nothing to mark failed
+                raise
+            inbox.fail(record, exc, replays)
+            raise
+
+        if not result.changed:
+            yield {"done": True, "host": _record_unchanged(record, result, replays, session)}
+            return
+        try:
+            host_result = _commit(record, session, result, replays, store, send_inline=send_inline)
+        except (SessionConflictError, IntegrityError) as exc:
+            replays += 1
+            logger.info("falai host: %s on %s, replaying %s (%d)", type(exc).__name__, session_id, record.input_key,
+                        replays)
+            if replays > max_replays:
+                yield {"done": True, "host": inbox.park(record, exc, replays)}
+                return
+            if streaming:
+                yield {"replay": replays}
+            continue
+        yield {"done": True, "host": host_result}
+        return
+
+
+def _commit(record: TurnRecord, session: Any, result: Any, replays: int, store: DjangoStore, *,
+            send_inline: bool = False) -> HostResult:
+    session_id = record.conversation_id
+    unsaved = record.pk is None
+    counters = (record.replays, record.attempts, record.status)
+    write = TurnWrite(record=record, session_id=session_id, expected=session.version if session is not None else 0,
+                      result=result, replays=replays, now=timezone.now(), send_inline=send_inline)
+    try:
+        version, handoff = write_turn(write, store)
+    except BaseException:
+        if unsaved:  # rolled back: the run-log row was never written
+            record.pk = record.id = None
+            record._state.adding = True
+            record.replays, record.attempts, record.status = counters
+        raise
+    if handoff == "inline":
+        transaction.on_commit(lambda: send_after_commit(session_id), using=store.db_alias())
+    elif handoff == "queue":
+        transaction.on_commit(lambda: enqueue.enqueue_send(session_id), using=store.db_alias())
+    return HostResult(turn_id=record.pk, session_id=session_id, status=TurnRecord.Status.DONE, changed=True,
+                      result=result, replays=replays, version=version)
+
+
+def _record_unchanged(record: TurnRecord, result: Any, replays: int, session: Any) -> HostResult:
+    with transaction.atomic():
+        inbox.finish(record, TurnRecord.Status.UNCHANGED, result, replays)
+        if record.kind == TurnRecord.Kind.WAKE:
+            Wake.objects.mark_fired(record.conversation_id, record.input_key, timezone.now())
+    return HostResult(turn_id=record.pk, session_id=record.conversation_id, status=TurnRecord.Status.UNCHANGED,
+                      changed=False, result=result, replays=replays,
+                      version=session.version if session is not None else None)

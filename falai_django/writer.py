@@ -1,0 +1,219 @@
+"""The one writer of a turn: everything a changed turn writes, in one transaction.
+
+The compare-and-swap save of the session, the inbound item and the outbox rows, the wakes (the
+one `replaces` names is dropped; the wake that fired is marked done), the run log, and the
+send hand-off. A `SessionConflictError` or a unique-key violation (`IntegrityError`) leaves
+nothing behind, and the loop replays the input.
+
+On PostgreSQL all of it is ONE statement (data-modifying CTEs, each gated on the session's
+compare-and-swap having matched, the rows passed as JSON), run on the store's database: one
+round trip and one commit. When the sends are handed over by NOTIFY, `pg_notify` rides in the
+same statement, so it is delivered exactly when the rows are committed. Elsewhere the same
+writes run as ORM statements inside `transaction.atomic` on that database.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from . import conf, enqueue, outbox
+from .engine.errors import SessionConflictError
+from .engine.jstime import try_parse_iso
+from .inbox import finish, run_log
+from .models import History, TurnRecord, Wake
+from .stores.django import DjangoStore, save_statement, stamped
+
+
+@dataclass
+class TurnWrite:
+    """What one changed turn writes (built by the loop, written by `write_turn`)."""
+
+    record: TurnRecord  # the inbox row (saved), or an unsaved run-log row for a wake
+    session_id: str
+    expected: int  # the version loaded (0: no row yet)
+    result: Any  # the engine's TurnResult
+    replays: int
+    now: datetime
+    send_inline: bool = False  # a worker sends right after commit (no hand-off at all)
+
+
+def _inbound_rows(write: TurnWrite, turn_id: int | None) -> list[dict[str, Any]]:
+    record = write.record
+    if record.kind != TurnRecord.Kind.MESSAGE:
+        return []
+    turn = record.input["turn"]
+    return [{
+        "conversation_id": write.session_id,
+        "role": History.Role.USER.value,
+        "content": turn["message"],
+        "message_key": turn.get("id"),
+        "at": try_parse_iso(turn.get("at") or "") or write.now,
+        "turn_id": turn_id,
+        "after_ms": 0,
+        "send_attempts": 0,
+        "send_error": "",
+    }]
+
+
+def _outbound_rows(write: TurnWrite, turn_id: int | None) -> list[dict[str, Any]]:
+    return outbox.turn_rows(write.session_id, write.result.messages, kind=write.record.kind,
+                            input_key=write.record.input_key, now=write.now, turn_id=turn_id)
+
+
+def _handoff(write: TurnWrite, vendor: str) -> str:
+    """How this turn's sends reach the sender: "" (none), inline, notify or queue."""
+    messages = write.result.messages
+    if not messages:
+        return ""
+    if write.send_inline and not any(m.after_ms for m in messages):
+        return "inline"
+    return "notify" if conf.send_by_notify(vendor) else "queue"
+
+
+def write_turn(write: TurnWrite, store: DjangoStore) -> tuple[int, str]:
+    """Write the turn; returns (saved version, send hand-off). Raises on a conflict, writing nothing."""
+    connection = store.connection()
+    handoff = _handoff(write, connection.vendor)
+    if connection.vendor == "postgresql":
+        version = _write_postgres(write, store, connection, notify=handoff == "notify")
+    else:
+        version = _write_orm(write, store, handoff == "notify")
+    return version, handoff
+
+
+# -- PostgreSQL: one statement -------------------------------------------------------------------
+
+_HISTORY_COLUMNS = (
+    ("conversation_id", "text"), ("role", "text"), ("content", "text"), ("message_key", "text"),
+    ("at", "timestamptz"), ("kind", "text"), ("media", "jsonb"), ("run_id", "text"), ("step_id", "text"),
+    ("after_ms", "integer"), ("emission_key", "text"), ("idempotency_key", "text"), ("send_status", "text"),
+    ("send_attempts", "integer"), ("queued_at", "timestamptz"), ("send_error", "text"),
+)
+_RUN_LOG_JSON = ("started", "ended", "outcomes", "skipped", "schedule", "usage")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=_default)
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _write_postgres(write: TurnWrite, store: DjangoStore, connection: Any, *, notify: bool) -> int:
+    record = write.record
+    result = write.result
+    saved, text = stamped(result.session, write.expected)
+    session_sql, session_params = save_statement(connection, store.get_model_class(), saved, text, write.expected)
+    q = connection.ops.quote_name
+    turns, history, wakes = (q(m._meta.db_table) for m in (TurnRecord, History, Wake))
+    log = run_log(result)
+    params: list[Any] = list(session_params)
+    ctes = [f"s AS ({session_sql})"]
+
+    # The run log: an UPDATE of the inbox row, or (a wake's first write) an INSERT of it.
+    log_columns = ["status", "finished_at", "next_attempt_at", "error", "version", *log]
+    log_values = ["%s", "CURRENT_TIMESTAMP", "NULL", "''", "%s"] + [
+        "%s::jsonb" if name in _RUN_LOG_JSON else "%s" for name in log]
+    log_params: list[Any] = [TurnRecord.Status.DONE.value, saved.version] + [
+        (_json(value) if value is not None else None) if name in _RUN_LOG_JSON else value
+        for name, value in log.items()]
+    if record.pk is not None:
+        sets = ", ".join(f"{q(c)} = {v}" for c, v in zip(log_columns, log_values, strict=True))
+        ctes.append(
+            f"t AS (UPDATE {turns} SET {sets}, {q('replays')} = {q('replays')} + %s, "
+            f"{q('attempts')} = {q('attempts')} + 1 WHERE {q('id')} = %s AND {q('status')} <> 'done' "
+            f"AND EXISTS (SELECT 1 FROM s) RETURNING {q('id')})")
+        params += [*log_params, write.replays, record.pk]
+        turn_id_sql, turn_id_params = "%s", [record.pk]
+    else:
+        columns = ["conversation_id", "kind", "input_key", "input", *log_columns, "replays", "attempts"]
+        values = ["%s", "%s", "%s", "%s::jsonb", *log_values, "%s", "%s"]
+        ctes.append(
+            f"t AS (INSERT INTO {turns} ({', '.join(q(c) for c in columns)}) SELECT {', '.join(values)} "
+            f"FROM s RETURNING {q('id')})")
+        params += [write.session_id, record.kind, record.input_key, _json(record.input), *log_params,
+                   record.replays + write.replays, record.attempts + 1]
+        turn_id_sql, turn_id_params = f"(SELECT {q('id')} FROM t)", []
+
+    rows = _inbound_rows(write, None) + _outbound_rows(write, None)
+    if rows:
+        names = ", ".join(q(c) for c, _ in _HISTORY_COLUMNS)
+        typed = ", ".join(f"{q(c)} {t}" for c, t in _HISTORY_COLUMNS)
+        picked = ", ".join(f"x.{q(c)}" for c, _ in _HISTORY_COLUMNS)
+        ctes.append(
+            f"h AS (INSERT INTO {history} ({names}, {q('turn_id')}) SELECT {picked}, {turn_id_sql} "
+            f"FROM s, jsonb_to_recordset(%s::jsonb) AS x({typed}) RETURNING 1)")
+        params += [*turn_id_params, _json([{c: row.get(c) for c, _ in _HISTORY_COLUMNS} for row in rows])]
+
+    schedule = result.schedule
+    new_keys = [entry.key for entry in schedule]
+    if schedule:
+        ctes.append(
+            f"w AS (INSERT INTO {wakes} ({q('conversation_id')}, {q('key')}, {q('at')}, {q('state')}, "
+            f"{q('attempts')}) SELECT %s, x.k, x.a, 'pending', 0 FROM s, "
+            f"jsonb_to_recordset(%s::jsonb) AS x(k text, a timestamptz) "
+            f"ON CONFLICT ({q('conversation_id')}, {q('key')}) DO UPDATE SET {q('at')} = EXCLUDED.{q('at')}, "
+            f"{q('state')} = 'pending', {q('claimed_at')} = NULL RETURNING 1)")
+        params += [write.session_id, _json([{"k": e.key, "a": e.at.isoformat()} for e in schedule])]
+    replaced = [e.replaces for e in schedule if e.replaces and e.replaces not in new_keys]
+    if replaced:
+        ctes.append(
+            f"wd AS (DELETE FROM {wakes} WHERE {q('conversation_id')} = %s AND {q('key')} = ANY(%s) "
+            f"AND EXISTS (SELECT 1 FROM s) RETURNING 1)")
+        params += [write.session_id, replaced]
+    if record.kind == TurnRecord.Kind.WAKE and record.input_key not in new_keys:
+        ctes.append(
+            f"wf AS (UPDATE {wakes} SET {q('state')} = 'done', {q('fired_at')} = CURRENT_TIMESTAMP "
+            f"WHERE {q('conversation_id')} = %s AND {q('key')} = %s AND EXISTS (SELECT 1 FROM s) RETURNING 1)")
+        params += [write.session_id, record.input_key]
+
+    tail = f", pg_notify('{enqueue.SEND_CHANNEL}', %s)" if notify else ""
+    sql = f"WITH {', '.join(ctes)} SELECT s.{q('version')}, (SELECT {q('id')} FROM t){tail} FROM s"
+    if notify:
+        params.append(write.session_id)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+        if row is None:
+            cursor.execute(f"SELECT {q('version')} FROM {q(store.get_model_class()._meta.db_table)} "
+                           f"WHERE {q('id')} = %s", [write.session_id])
+            current = cursor.fetchone()
+            raise SessionConflictError(write.session_id, write.expected, None if current is None else current[0])
+    if record.pk is None:
+        record.pk = record.id = row[1]
+        record.replays, record.attempts = record.replays + write.replays, record.attempts + 1
+    record.status = TurnRecord.Status.DONE
+    return saved.version
+
+
+# -- Other databases: the same writes through the ORM, in one transaction --------------------------
+
+
+def _write_orm(write: TurnWrite, store: DjangoStore, notify: bool) -> int:
+    del notify  # NOTIFY is PostgreSQL's; the dispatcher's sweep stands in elsewhere
+    record = write.record
+    result = write.result
+    alias = store.db_alias()
+    with transaction.atomic(using=alias):
+        saved = store.save(result.session, write.expected)
+        finish(record, TurnRecord.Status.DONE, result, write.replays, version=saved.version, using=alias)
+        outbox.write_outbox(_inbound_rows(write, record.pk) + _outbound_rows(write, record.pk), using=alias)
+        schedule = result.schedule
+        new_keys = [entry.key for entry in schedule]
+        if schedule:
+            Wake.objects.using(alias).upsert(write.session_id, schedule)
+        replaced = [e.replaces for e in schedule if e.replaces and e.replaces not in new_keys]
+        if replaced:
+            Wake.objects.using(alias).filter(conversation_id=write.session_id, key__in=replaced).delete()
+        if record.kind == TurnRecord.Kind.WAKE and record.input_key not in new_keys:
+            Wake.objects.using(alias).mark_fired(write.session_id, record.input_key, write.now)
+    return saved.version
+

@@ -1,0 +1,175 @@
+"""The PostgreSQL write path: a message turn is two statements (inbox + load, then the write),
+the sends are announced by a NOTIFY inside the write, and the dispatcher sends them."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from falai_django import host
+from falai_django.models import History, Session, TurnRecord, Wake
+
+from . import agents, senders
+from .helpers import texts
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
+
+ASK = "Oi! Com quem eu falo?"
+NICE = "Prazer, Ana!"
+
+
+@pytest.fixture
+def notify_mode(settings):
+    settings.FALAI = {**settings.FALAI, "SEND_HANDOFF": "notify", "SEND_SWEEP_AFTER_S": 0.2}
+
+
+def statements(queries) -> list[str]:
+    return [q["sql"] for q in queries.captured_queries]
+
+
+def broker_rows() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM django_q_ormq")
+        return cursor.fetchone()[0]
+
+
+def listen():
+    """A second connection LISTENing on the send channel."""
+    from falai_django.enqueue import SEND_CHANNEL
+
+    conn = connection.get_new_connection(connection.get_connection_params())
+    conn.autocommit = True
+    conn.execute(f"LISTEN {SEND_CHANNEL}")
+    return conn
+
+
+def test_a_message_turn_is_two_statements_with_no_broker_row(notify_mode):
+    host.handle_message("s1", "oi", id="wamid.1")
+    listener = listen()
+    before = broker_rows()
+    with CaptureQueriesContext(connection) as queries:
+        result = host.handle_message("s1", "meu nome é Ana", id="wamid.2")
+    sql = statements(queries)
+    assert result.status == "done" and result.version == 2 and len(result.result.schedule) == 1
+    assert len(sql) == 2, "\n\n".join(sql)  # inbox + session + transcript; then the whole write
+    assert sql[0].startswith("WITH t AS (INSERT INTO") and "pg_notify" in sql[1]
+    assert broker_rows() == before  # the outbox rows are the work: no django-q2 row per turn
+    heard = [n.payload for n in listener.notifies(timeout=1.0, stop_after=1)]
+    listener.close()
+    assert heard == ["s1"]
+    # Everything the turn wrote is there, from that one statement.
+    record = TurnRecord.objects.get(input_key="wamid.2")
+    assert record.status == "done" and record.version == 2 and record.outcomes and record.attempts == 1
+    items = list(History.objects.filter(turn=record).order_by("id").values_list("role", "content", "send_status"))
+    assert items == [("user", "meu nome é Ana", None), ("assistant", NICE, "pending")]
+    row = Session.objects.get(pk="s1")
+    assert row.version == 2 and row.waiting_until == Wake.objects.get(conversation_id="s1").at
+
+
+def test_a_wake_turn_is_two_statements_and_marks_its_wake_done(notify_mode):
+    host.handle_message("s1", "oi", id="wamid.1")
+    key = host.handle_message("s1", "meu nome é Ana", id="wamid.2").result.schedule[0].key
+    agents.clock().advance("1h")
+    with CaptureQueriesContext(connection) as queries:
+        result = host.handle_wake("s1", key)
+    assert result.status == "done" and len(statements(queries)) == 2, "\n\n".join(statements(queries))
+    wake = Wake.objects.get(key=key)
+    assert wake.state == "done" and wake.fired_at is not None
+    record = TurnRecord.objects.get(kind="wake")  # the run-log row, inserted by the write itself
+    assert record.status == "done" and record.input_key == key and record.attempts == 1
+    assert History.objects.filter(turn=record, role="assistant").count() == len(result.result.messages)
+
+
+def test_a_lost_compare_and_swap_writes_nothing_and_replays(notify_mode, monkeypatch):
+    """Another writer saves between our load and our write: the one statement changes nothing."""
+    from falai_django import loop
+    from falai_django.stores.django import DjangoStore
+
+    host.handle_message("s1", "oi", id="wamid.1")
+    original = loop.load_session_and_history
+    raced = {"n": 0}
+
+    def load_then_race(session_id, store=None, **kw):
+        session, history = original(session_id, store, **kw)
+        if not raced["n"]:
+            raced["n"] += 1
+            other = session.model_copy(update={"metadata": {"touched": True}})
+            DjangoStore().save(other, session.version)
+        return session, history
+
+    monkeypatch.setattr(loop, "load_session_and_history", load_then_race)
+    result = host.handle_message("s1", "meu nome é Ana", id="wamid.2")
+    assert result.status == "done" and result.replays == 1 and result.version == 3
+    assert History.objects.filter(content="meu nome é Ana").count() == 1
+    assert Wake.objects.filter(conversation_id="s1").count() == 1
+    assert DjangoStore().load("s1").metadata == {"touched": True}
+
+
+def _run_dispatcher():
+    from falai_django.wakes import Dispatcher
+
+    dispatcher = Dispatcher(poll_s=0.05, sweep_every_s=0.2)
+    thread = threading.Thread(target=dispatcher.run, kwargs={"max_seconds": 30}, daemon=True)
+    thread.start()
+    return dispatcher, thread
+
+
+def _wait_for(predicate, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_the_dispatcher_sends_what_a_notify_announces_once(notify_mode):
+    dispatcher, thread = _run_dispatcher()
+    try:
+        assert _wait_for(lambda: dispatcher.sender is not None and dispatcher.sender.listen_conn is not None)
+        host.handle_message("s1", "oi", id="wamid.1")
+        assert _wait_for(lambda: texts(senders.sent) == [ASK])
+        assert _wait_for(lambda: History.objects.get(role="assistant").send_status == "sent")
+    finally:
+        dispatcher.stop()
+        thread.join(10)
+    assert texts(senders.sent) == [ASK]  # the sweep saw it sent: no second delivery
+
+
+def test_sends_nobody_was_told_about_are_sent_when_the_dispatcher_starts(notify_mode):
+    """The process dies between commit and hand-off (here: no dispatcher was listening)."""
+    host.handle_message("s1", "oi", id="wamid.1")
+    host.handle_message("s2", "oi", id="wamid.2")
+    assert senders.sent == [] and History.objects.pending_sends().count() == 2
+    time.sleep(0.3)  # older than SEND_SWEEP_AFTER_S
+    dispatcher, thread = _run_dispatcher()
+    try:
+        assert _wait_for(lambda: sorted(m.session_id for m in senders.sent) == ["s1", "s2"])
+    finally:
+        dispatcher.stop()
+        thread.join(10)
+    assert History.objects.pending_sends().count() == 0
+
+
+def test_the_demo_agents_silence_wake_is_replaced_in_the_same_statement(notify_mode, settings):
+    """Ana (the demo agent) re-arms her silence wake on every reply: the write deletes the one
+    `replaces` names and upserts the new one, inside its single statement."""
+    from falai_django import conf
+
+    settings.FALAI = {**settings.FALAI, "AGENT": "project.agents.ana"}
+    conf.clear_cache()
+    sid = "5511999990000"
+    host.handle_message(sid, "oi", id="wamid.1")
+    first = list(Wake.objects.filter(conversation_id=sid).values_list("key", flat=True))
+    assert len(first) == 1 and first[0].startswith("silence:lembrete:")
+    time.sleep(0.01)  # a later reply: a later silence key
+    with CaptureQueriesContext(connection) as queries:
+        result = host.handle_message(sid, "João", id="wamid.2")
+    assert result.status == "done" and len(statements(queries)) == 2, "\n\n".join(statements(queries))
+    [entry] = [e for e in result.result.schedule if e.key.startswith("silence:")]
+    assert entry.replaces == first[0]
+    assert list(Wake.objects.filter(conversation_id=sid).values_list("key", flat=True)) == [entry.key]
