@@ -31,7 +31,8 @@ lint: install
 
 bench: install
 	@bash scripts/services.sh
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
+	$(BIN)/python scripts/bench_docs.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache bench/results/*.json

@@ -79,7 +79,11 @@ def measure() -> dict[str, Any]:
 def main() -> dict[str, Any]:
     from bench.hostbench import run_and_record
 
-    return run_and_record(Path(__file__).resolve(), RESULTS)
+    result = run_and_record(Path(__file__).resolve(), RESULTS)
+    print(f"admin list with {result['conversations']:,} conversations (median of {result['repeat']}):")
+    for name in PAGES:
+        print(f"  {name:<20}{result[f'{name}_ms']:>10} ms{result[f'{name}_queries']:>6} queries")
+    return result
 
 
 if __name__ == "__main__":

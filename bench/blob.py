@@ -9,12 +9,31 @@ Two measurements, each one load and one dump:
 - dict: `Session.from_json(d)` + `session.to_json()` against `json.loads(json.dumps(d))`.
 
 `ratio_vs_json` is the larger of the two ratios (target ≤ 3). Also reports `copy_deep`, the
-copy every turn makes. Writes bench/results/blob.json.
+copy every turn makes.
+
+`host_path_ratio_vs_json` (target ≤ 3) is the blob work of the host's real path, row → session →
+turn → row, measured in a child process with Django set up (bench settings, database
+`falai_bench`) by calling the functions the host calls (looked up in `host_blob_path`):
+
+- read: the blob text exactly as PostgreSQL hands it to the host (`blob::text` of the stored row:
+  jsonb's own output form), through the host's reader (`stores.django.read_blob_text`);
+- copy: the engine's working copy inside `turn()` (`Session.copy_deep`, what the runner makes);
+- write: what the host does to put the session back into the UPDATE: `stamped` (version + JSON
+  text), the store's own preparation of the parameters (today: `save_statement`, or in the older
+  ORM path `json.loads` of the text, `derived_columns` and the JSONField's `get_db_prep_save`), and
+  the driver's adaptation of those parameters into the statement (`ClientCursor.mogrify`, which is
+  what Django's client-side-binding cursor does on execute). A real `DjangoStore.save` on the same
+  session is captured once and its blob literal must equal the one timed here, so the timed path
+  cannot drift from the real one.
+
+against `json.loads(text)` + `json.dumps(dict)` (compact, non-ASCII kept) of the same blob.
+Writes bench/results/blob.json.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -83,7 +102,131 @@ def timed(fn, number: int, repeat: int) -> tuple[float, float]:
     return min(samples), statistics.median(samples)
 
 
-def main(number: int = 300, repeat: int = 15) -> dict[str, Any]:
+def host_blob_path() -> dict[str, Any]:
+    """The host's own functions for the blob's round trip, looked up in ONE place (a rename in the
+    host shows up here as an ImportError / AttributeError; update this function then).
+
+    Returns `read(text, sid)`, `copy(session)`, `write(session, expected) -> list of SQL literals`
+    and `store` (a DjangoStore, for the check against a real save). Needs Django set up."""
+    from django.db import connection
+
+    from falai_django.engine.session import Session as EngineSession
+    from falai_django.stores import django as django_store
+    from falai_django.stores.base import stamped
+
+    store = django_store.DjangoStore()
+    model = store.get_model_class()
+    connection.ensure_connection()
+    import psycopg
+
+    cursor = psycopg.ClientCursor(connection.connection)
+
+    def adapt(params: list[Any]) -> str:  # what Django's client-side-binding cursor does on execute
+        return cursor.mogrify(", ".join(["%s"] * len(params)), params)
+
+    save_statement = getattr(django_store, "save_statement", None)
+    if save_statement is not None:  # the statement built from the session and its JSON text
+
+        def prepare(saved: Any, text: str, expected: int) -> list[Any]:
+            return save_statement(connection, model, saved, text, expected)[1]
+    else:  # the older path: the text decoded again for the JSONField, derived columns from the dict
+        field = model._meta.get_field("blob")
+        derived_fields = [model._meta.get_field(name) for name in django_store.derived_columns({})]
+
+        def prepare(saved: Any, text: str, expected: int) -> list[Any]:
+            blob = json.loads(text)
+            derived = django_store.derived_columns(blob)
+            return [field.get_db_prep_save(blob, connection),
+                    *(f.get_db_prep_save(derived[f.name], connection) for f in derived_fields)]
+
+    def write(session: Any, expected: int) -> str:
+        saved, text = stamped(session, expected)
+        return adapt(prepare(saved, text, expected))
+
+    return {"read": django_store.read_blob_text, "copy": EngineSession.copy_deep, "stamp": stamped,
+            "prepare": prepare, "adapt": adapt, "write": write, "store": store,
+            "write_api": "save_statement" if save_statement is not None else "orm"}
+
+
+def measure_host_path(number: int, repeat: int) -> dict[str, Any]:
+    """In a child process with Django set up: the host path's blob work vs json (see the module doc)."""
+    from bench.hostbench import setup_django
+
+    setup_django(truncate=False)
+    from django.db import connection
+
+    path = host_blob_path()
+    blob = session_blob()
+    sid = blob["id"]
+    session = Session.from_json(blob, sid)
+    store = path["store"]
+    model = store.get_model_class()
+    model.objects.filter(pk=sid).delete()
+    stored = store.save(session.model_copy(update={"version": 0}), 0)
+    with connection.cursor() as cur:  # the row's text as PostgreSQL hands it over
+        cur.execute(f"SELECT {connection.ops.quote_name('blob')}::text FROM "
+                    f"{connection.ops.quote_name(model._meta.db_table)} WHERE id = %s", [sid])
+        text = cur.fetchone()[0]
+
+    # The check: a real save sends the same blob literal the timed `write` builds.
+    captured: list[tuple[str, Any]] = []
+
+    def capture(execute, sql, params, many, context):
+        captured.append((sql, params))
+        return execute(sql, params, many, context)
+
+    loaded = path["read"](text, sid)
+    with connection.execute_wrapper(capture):
+        store.save(loaded, stored.version)
+    import psycopg
+
+    real = psycopg.ClientCursor(connection.connection).mogrify(*captured[0])
+    timed_literals = path["write"](loaded, stored.version)
+    blob_literal = max(timed_literals.split(", "), key=len)
+    if blob_literal not in real:
+        raise RuntimeError("host_blob_path() no longer matches what DjangoStore.save sends: update it")
+    model.objects.filter(pk=sid).delete()
+
+    d = json.loads(text)
+    read, copy, write = path["read"], path["copy"], path["write"]
+    working = read(text, sid)
+    saved, saved_text = path["stamp"](working, 17)
+    params = path["prepare"](saved, saved_text, 17)
+    cases = {
+        "read": lambda: read(text, sid),
+        "copy": lambda: copy(working),
+        "write": lambda: write(working, 17),
+        "write_stamp": lambda: path["stamp"](working, 17),
+        "write_prepare": lambda: path["prepare"](saved, saved_text, 17),
+        "write_adapt": lambda: path["adapt"](params),
+        "host_path": lambda: write(copy(read(text, sid)), 17),
+        "json_loads": lambda: json.loads(text),
+        "json_dumps": lambda: json.dumps(d, separators=(",", ":"), ensure_ascii=False),
+        "json_round_trip": lambda: json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False),
+    }
+    for fn in cases.values():
+        for _ in range(20):
+            fn()
+    best = {name: timed(fn, number, repeat)[0] for name, fn in cases.items()}
+    return {
+        "host_path_ratio_vs_json": round(best["host_path"] / best["json_round_trip"], 3),
+        "host_path_us": round(best["host_path"], 1),
+        "host_path_json_us": round(best["json_round_trip"], 1),
+        "host_path_parts_us": {k: round(best[k], 1) for k in (
+            "read", "copy", "write", "write_stamp", "write_prepare", "write_adapt", "json_loads", "json_dumps")},
+        "host_path_row_text_bytes": len(text.encode()),
+        "host_path_write_api": path["write_api"],
+    }
+
+
+def _sizes() -> tuple[int, int]:
+    from bench.hostbench import quick
+
+    return (60, 5) if quick() else (300, 15)
+
+
+def main(number: int | None = None, repeat: int | None = None) -> dict[str, Any]:
+    number, repeat = (number, repeat) if number and repeat else _sizes()
     blob = session_blob()
     text = json.dumps(blob, separators=(",", ":"), ensure_ascii=False)
     sid = blob["id"]
@@ -123,8 +266,12 @@ def main(number: int = 300, repeat: int = 15) -> dict[str, Any]:
         "target_ratio": TARGET_RATIO,
         "meets_target": max(text_ratio, dict_ratio) <= TARGET_RATIO,
     }
+    from bench.hostbench import run_child
+
+    result.update(run_child(Path(__file__).resolve(), part="host"))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print_table(result)
     return result
 
 
@@ -143,8 +290,18 @@ def print_table(result: dict[str, Any]) -> None:
     print(f"ratio vs json: text {result['text_ratio']:.2f}x, dict {result['dict_ratio']:.2f}x "
           f"-> {result['ratio_vs_json']:.2f}x (target ≤ {result['target_ratio']:.0f}x: "
           f"{'met' if result['meets_target'] else 'MISSED'})")
+    parts = result["host_path_parts_us"]
+    print(f"host path (row text {result['host_path_row_text_bytes']} bytes): read {parts['read']} + copy "
+          f"{parts['copy']} + write {parts['write']} µs (stamp {parts['write_stamp']}, prepare "
+          f"{parts['write_prepare']}, adapt {parts['write_adapt']}) -> {result['host_path_us']} µs vs json loads+dumps "
+          f"{result['host_path_json_us']} µs = {result['host_path_ratio_vs_json']:.2f}x (target ≤ 3x)")
 
 
 if __name__ == "__main__":
-    print_table(main())
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    if "--quick" in sys.argv:
+        os.environ["FALAI_BENCH_QUICK"] = "1"
+    if "--measure" in sys.argv:
+        print(json.dumps(measure_host_path(*_sizes())))
+    else:
+        main()
+        print(f"wrote {RESULTS.relative_to(ROOT)}")

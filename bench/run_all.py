@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/run_all.py            # what `make bench` runs
     .venv/bin/python bench/run_all.py turn host  # only these benches
+    .venv/bin/python bench/run_all.py --quick    # short runs for development (FALAI_BENCH_QUICK=1)
 
 Each `bench/<name>.py` that exposes `main() -> dict` is imported and run once, in the order
 of BENCHES (then any other bench module found). A bench that is missing, has no `main`, or
@@ -19,6 +20,7 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import sys
 import time
 import traceback
@@ -48,14 +50,27 @@ class Target:
 
 TARGETS: tuple[Target, ...] = (
     Target("blob", "ratio_vs_json", "<=", 3, "x"),
+    # issue 12: the blob's round trip on the host's real path (row -> session -> turn -> row)
+    Target("blob", "host_path_ratio_vs_json", "<=", 3, "x"),
     Target("stores", "postgres_save_vs_update_ratio", ">=", 0.7, "x"),
+    # issue 12: DjangoStore.save vs a plain one-row UPDATE, writer processes
+    Target("stores", "djangostore_vs_update_1", ">=", 0.7, "x"),
+    Target("stores", "djangostore_vs_update_4", ">=", 0.7, "x"),
+    Target("stores", "djangostore_vs_update_16", ">=", 0.7, "x"),
     Target("turn", "message_p50_ms", "<=", 1, "ms"),
     Target("turn", "message_p99_ms", "<=", 3, "ms"),
     Target("turn", "wake_p50_ms", "<=", 0.5, "ms"),
+    # issue 12: from turn_stream() being called to the first delta
     Target("stream", "first_delta_ms", "<=", 5, "ms"),
-    Target("host", "sql_per_inbound_turn", "<=", 6, ""),
+    # issue 12: counted by the server (demo agent, private cluster), and beside pgbench
+    Target("host", "sql_statements_per_turn", "<=", 6, ""),
+    Target("host", "commits_per_turn", "<=", 2, ""),
+    Target("host", "host_vs_pgbench_2", ">=", 0.1, "x"),
+    Target("host", "host_vs_pgbench_4", ">=", 0.1, "x"),
+    # issue 12: 10,000 due over 60 s beside 100 message turns/s, 2 workers
     Target("wakes", "lateness_p99_s", "<=", 1, "s"),
-    Target("wakes", "wakes_per_s", ">=", 200, "/s"),
+    Target("wakes", "wakes_per_s", ">=", 300, "/s"),
+    Target("wakes", "burst_drain_per_s", ">=", 700, "/s"),
 )
 
 
@@ -229,7 +244,10 @@ def _finite(value: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("only", nargs="*", help="bench names to run (default: all)")
+    parser.add_argument("--quick", action="store_true", help="short runs for development (FALAI_BENCH_QUICK=1)")
     args = parser.parse_args(argv)
+    if args.quick:
+        os.environ["FALAI_BENCH_QUICK"] = "1"
     summary = run(args.only or None)
     print(summary["text"])
     print(f"{summary['met']} met, {summary['missed']} missed, {summary['not_run']} not run; "

@@ -1,14 +1,29 @@
-"""The bench agent: Ana's triage with a zero-latency scripted provider that never runs dry."""
+"""The bench agent: Ana's triage with a zero-latency scripted provider that never runs dry.
+
+`FALAI_BENCH_WAKE_DELAY_MS` (> 0; bench/wakes.py's `--wake-delay-ms`) turns the step after the
+wait into a model-phrased goodbye (a `prompt` step, so a wake turn makes one speak call) and makes
+that call take that long, as a real model would; 0 (the default) keeps the verbatim `say`.
+"""
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from typing import Any
 
 from falai_django import falai
 from falai_django.providers.base import BaseProvider, GenerateOutput, StreamChunk
 
 NAME = re.compile(r"meu nome (?:é|e) (\w+)", re.IGNORECASE)
+WAKE_MARK = "[bench-wake-step]"
+
+
+def wake_delay_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get("FALAI_BENCH_WAKE_DELAY_MS", "0") or 0)) / 1000
+    except ValueError:
+        return 0.0
 
 
 class ZeroLatencyProvider(BaseProvider):
@@ -16,7 +31,12 @@ class ZeroLatencyProvider(BaseProvider):
 
     name = "zero"
 
+    def __init__(self, wake_delay_s: float = 0.0) -> None:
+        self.wake_delay_s = wake_delay_s
+
     def _reply(self, request) -> dict[str, Any]:
+        if self.wake_delay_s and WAKE_MARK in f"{request.prompt or ''}{request.system or ''}":
+            time.sleep(self.wake_delay_s)  # the model call of a wake turn
         found = NAME.findall(request.prompt or "")
         if request.parameters.schema_name == "understand":
             return {"fields": {"nome": found[-1]}} if found else {}
@@ -37,10 +57,13 @@ class ZeroLatencyProvider(BaseProvider):
 
 
 def _build():
+    delay = wake_delay_s()
+    goodbye = ({"id": "tchau", "prompt": f"Agradeça pelo nome e se despeça. {WAKE_MARK}"} if delay
+               else {"id": "tchau", "say": "Obrigado, {{data.nome}}! Até logo."})
     f = falai().fields({"nome": {"type": "string", "ask": "Pergunte o nome da pessoa."}})
     return f.agent(
         name="Ana",
-        provider=ZeroLatencyProvider(),
+        provider=ZeroLatencyProvider(delay),
         flows=[
             f.flow({
                 "id": "triagem",
@@ -49,7 +72,7 @@ def _build():
                 "steps": [
                     {"id": "quem", "prompt": "Descubra o nome.", "collect": ["nome"], "maxAsks": 1000000},
                     {"id": "espera", "wait": "1h"},
-                    {"id": "tchau", "say": "Obrigado, {{data.nome}}! Até logo."},
+                    goodbye,
                 ],
             })
         ],
