@@ -66,13 +66,19 @@ def _outbound_rows(write: TurnWrite, turn_id: int | None) -> list[dict[str, Any]
 
 
 def _handoff(write: TurnWrite, vendor: str) -> str:
-    """How this turn's sends reach the sender: "" (none), inline, notify or queue."""
+    """How this turn's sends reach the sender: "" (none), notify, inline or queue.
+
+    A NOTIFY costs nothing extra (it rides in the write), so it wins even in a worker that could
+    send in-line: the worker goes on to its next wake while the dispatcher's pool sends.
+    """
     messages = write.result.messages
     if not messages:
         return ""
+    if conf.send_by_notify(vendor):
+        return "notify"
     if write.send_inline and not any(m.after_ms for m in messages):
         return "inline"
-    return "notify" if conf.send_by_notify(vendor) else "queue"
+    return "queue"
 
 
 def write_turn(write: TurnWrite, store: DjangoStore) -> tuple[int, str]:

@@ -25,6 +25,9 @@ FALAI = {
     "DISPATCH_POLL_S": 0.05,
     "DISPATCH_LEASE_S": 2.0,
     "MAX_REPLAYS": 50,
+    # The kill tests kill django-q2 workers mid-send, so sends must run in the workers: one task
+    # per turn ("queue"), not the dispatcher's NOTIFY pool (tests/host/test_pg_write_path.py).
+    "SEND_HANDOFF": "queue",
 }
 
 Q_CLUSTER = {
