@@ -53,18 +53,21 @@ def handle(
     claims: dict[str, Any] | None = None,
     agent: Any = None,
     send_inline: bool = False,
+    loaded: tuple[Any, list[dict[str, str]]] | None = None,
 ) -> HostResult:
     """Run one input through the whole loop. See the module docstring.
 
     `send_inline=True` (django-q2 tasks that already run in a worker) sends right after commit in
     this process instead of handing the sends over, unless a message carries an `after_ms` delay.
+    `loaded`: the session and transcript read already (a wake chunk reads them all at once); a
+    replay after a conflict reads them again.
     """
     record = inbox.receive(session_id, turn_input, silenced=silenced, context=context, anchors=anchors,
                            claims=claims, agent=agent, persist=False)
     if isinstance(turn_input, TurnInput):
         context = turn_input.context
     return process(record, agent=agent, context=context, send_inline=send_inline,
-                   inbox_first=record.kind != TurnRecord.Kind.WAKE)
+                   inbox_first=record.kind != TurnRecord.Kind.WAKE, loaded=loaded)
 
 
 def stream(
@@ -87,14 +90,14 @@ def stream(
 
 
 def process(record: TurnRecord, *, agent: Any = None, context: Any = UNSET, send_inline: bool = False,
-            inbox_first: bool = False) -> HostResult:
+            inbox_first: bool = False, loaded: tuple[Any, list[dict[str, str]]] | None = None) -> HostResult:
     """Run (or re-run) an input. Safe to call again for the same record.
 
     `inbox_first`: the record is not saved yet and must be, before the model call (wakes are not:
     their `Wake` row is the durable copy).
     """
     for event in _run(record, agent=agent, context=context, streaming=False, send_inline=send_inline,
-                      inbox_first=inbox_first):
+                      inbox_first=inbox_first, loaded=loaded):
         if event.get("done"):
             return event["host"]
     raise AssertionError("the host loop ended without a result")  # pragma: no cover
@@ -168,6 +171,47 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
     return session, [{"role": role, "content": content} for role, content in json.loads(items)]
 
 
+def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tuple[str, str, Any]]:
+    """The wakes of a chunk still to fire, due first: `(session id, key, loaded)`.
+
+    On PostgreSQL one statement reads the wakes with their sessions and transcripts (`loaded` is
+    the pair `handle` takes; only the first wake of a conversation gets it, as the next one will
+    see the first one's write). Elsewhere `loaded` is None and each turn reads for itself.
+    """
+    store = store or DjangoStore()
+    rows = Wake.objects.filter(id__in=wake_ids).open()
+    connection = store.connection()
+    if connection.vendor != "postgresql":
+        found = sorted(rows.values_list("conversation_id", "key", "at"), key=lambda row: row[2])
+        return [(sid, key, None) for sid, key, _at in found]
+    q = connection.ops.quote_name
+    limit = int(conf.get("HISTORY_LIMIT"))
+    sessions, history, wakes = (q(m._meta.db_table) for m in (store.get_model_class(), History, Wake))
+    sql = (
+        f"SELECT w.{q('conversation_id')}, w.{q('key')}, s.{blob_select(connection)}, "
+        f"(SELECT COALESCE(json_agg(json_build_array(h.{q('role')}, h.{q('content')}) ORDER BY h.{q('id')}), "
+        f"'[]')::text FROM (SELECT {q('id')}, {q('role')}, {q('content')} FROM {history} "
+        f"WHERE {q('conversation_id')} = w.{q('conversation_id')} AND ({q('send_status')} IS NULL "
+        f"OR {q('send_status')} <> 'failed') ORDER BY {q('id')} DESC LIMIT {limit}) h) "
+        f"FROM {wakes} w LEFT JOIN {sessions} s ON s.{q('id')} = w.{q('conversation_id')} "
+        f"WHERE w.{q('id')} = ANY(%s) AND w.{q('state')} <> 'done' ORDER BY w.{q('at')}, w.{q('id')}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [list(wake_ids)])
+        found = cursor.fetchall()
+    out, seen = [], set()
+    for sid, key, text, items in found:
+        loaded = None
+        if sid not in seen and text is not None:
+            seen.add(sid)
+            try:
+                loaded = (read_blob_text(text, sid), [{"role": r, "content": c} for r, c in json.loads(items)])
+            except Exception:  # noqa: BLE001 - a broken row: the turn reads it again and fails loudly
+                loaded = None
+        out.append((sid, key, loaded))
+    return out
+
+
 def context_for(session_id: str, session: Any, turn_input: dict[str, Any], given: Any = UNSET) -> Any:
     if given is not UNSET:
         return given
@@ -193,7 +237,8 @@ def _turn_kwargs(record: TurnRecord, session: Any, history: list, context: Any, 
 
 
 def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_inline: bool = False,
-         inbox_first: bool = False) -> Iterator[dict[str, Any]]:
+         inbox_first: bool = False, loaded: tuple[Any, list[dict[str, str]]] | None = None,
+         ) -> Iterator[dict[str, Any]]:
     agent = agent or conf.get_agent()
     store = DjangoStore()
     session_id = record.conversation_id
@@ -205,7 +250,10 @@ def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_
     pending_inbox = record if inbox_first and record.pk is None else None
     while True:
         try:
-            session, history = load_session_and_history(session_id, store, inbox_row=pending_inbox)
+            if loaded is not None and pending_inbox is None:
+                (session, history), loaded = loaded, None
+            else:
+                session, history = load_session_and_history(session_id, store, inbox_row=pending_inbox)
             pending_inbox = None
             kwargs = _turn_kwargs(record, session, history, context_for(session_id, session, stored["turn"], context),
                                   silenced_for(session, stored.get("silenced")))

@@ -107,12 +107,9 @@ def dispatch_once(now: datetime | None = None) -> int:
 def fire_wakes(wake_ids: list[int], *, agent: Any = None) -> int:
     """Run `turn(wake=key)` through the host for each wake still queued. Returns how many ran."""
     fired = 0
-    rows = Wake.objects.filter(id__in=wake_ids).open().values_list(
-        "conversation_id", "key", "at"
-    )
-    for session_id, key, _at in sorted(rows, key=lambda row: row[2]):
+    for session_id, key, loaded in loop.load_wakes(wake_ids):
         try:
-            loop.handle(session_id, {"wake": key}, agent=agent, send_inline=True)
+            loop.handle(session_id, {"wake": key}, agent=agent, send_inline=True, loaded=loaded)
         except Exception:  # noqa: BLE001 - one bad wake must not stop the chunk; its claim lapses
             logger.exception("falai wake %s on %s failed", key, session_id)
             continue

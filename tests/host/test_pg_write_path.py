@@ -173,3 +173,23 @@ def test_the_demo_agents_silence_wake_is_replaced_in_the_same_statement(notify_m
     [entry] = [e for e in result.result.schedule if e.key.startswith("silence:")]
     assert entry.replaces == first[0]
     assert list(Wake.objects.filter(conversation_id=sid).values_list("key", flat=True)) == [entry.key]
+
+
+def test_a_wake_chunk_reads_its_wakes_sessions_and_transcripts_in_one_statement(notify_mode):
+    from falai_django.wakes import fire_wakes
+
+    keys = {}
+    for sid in ("s1", "s2", "s3"):
+        host.handle_message(sid, "oi", id=f"{sid}.1")
+        keys[sid] = host.handle_message(sid, "meu nome é Ana", id=f"{sid}.2").result.schedule[0].key
+    agents.clock().advance("1h")
+    ids = list(Wake.objects.values_list("id", flat=True))
+    with CaptureQueriesContext(connection) as queries:
+        assert fire_wakes(ids) == 3
+    sql = statements(queries)
+    assert len(sql) == 1 + 3, "\n\n".join(sql)  # the chunk's read, then one write per wake
+    assert set(Wake.objects.values_list("state", flat=True)) == {"done"}
+    assert TurnRecord.objects.filter(kind="wake", status="done").count() == 3
+    with CaptureQueriesContext(connection) as queries:
+        assert fire_wakes(ids) == 0  # all done: nothing fires twice
+    assert len(statements(queries)) == 1
