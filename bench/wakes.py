@@ -103,12 +103,24 @@ def _park(prefix: str, count: int, lead: timedelta, step: timedelta):
     return first_at
 
 
-def _start(args: list[str]) -> subprocess.Popen:
+def _start(args: list[str], log_dir: Path) -> subprocess.Popen:
     from bench.hostbench import environment
 
     env = {**environment(), "FALAI_BENCH_WORKERS": str(WORKERS)}
-    return subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = open(log_dir / f"{args[0]}.log", "wb")  # the child keeps its own descriptor
+    process = subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=env, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    process.log_path = log_dir / f"{args[0]}.log"  # type: ignore[attr-defined]
+    log.close()
+    return process
+
+
+def _check_alive(*processes: subprocess.Popen) -> None:
+    """A cluster or dispatcher that died makes every wake late: say so, with its log."""
+    for process in processes:
+        if process.poll() is not None:
+            tail = process.log_path.read_text(errors="replace")[-3000:]  # type: ignore[attr-defined]
+            raise RuntimeError(f"{' '.join(process.args[2:])} exited with {process.returncode}:\n{tail}")
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -173,15 +185,17 @@ def measure() -> dict[str, Any]:
     setup_django()
     from django.db import connections
 
-    stop_file = Path(tempfile.mkdtemp(prefix="falai-wakes-")) / "stop"
-    cluster = _start(["qcluster"])
-    dispatcher = _start(["falai_dispatch_wakes", "--poll", str(POLL_S)])
+    work_dir = Path(tempfile.mkdtemp(prefix="falai-wakes-"))
+    stop_file = work_dir / "stop"
+    cluster = _start(["qcluster"], work_dir)
+    dispatcher = _start(["falai_dispatch_wakes", "--poll", str(POLL_S)], work_dir)
     load_results: list[dict[str, Any]] = []
     try:
         with Pool(MESSAGE_CLIENTS, "bench.hostbench.clients:init_django", env=environment()) as clients:
             clients.call("bench.hostbench.clients:warm_host",
                          [{"prefix": f"m{i}-", "conversations": sizes["conversations"]} for i in range(len(clients))])
             time.sleep(1.0)  # the cluster and the dispatcher up before the first wake is due
+            _check_alive(cluster, dispatcher)
             load_started = time.monotonic()
             clients.submit_timed("bench.hostbench.clients:host_turns", 3600.0, rate=MESSAGE_RATE / MESSAGE_CLIENTS,
                                  stop_file=str(stop_file))
@@ -191,6 +205,7 @@ def measure() -> dict[str, Any]:
                       timedelta(seconds=sizes["spread_s"] / sizes["wakes"]))
                 due_end = time.monotonic() + sizes["lead_s"] + sizes["spread_s"]
                 spread_end = _wait_done("s", sizes["wakes"], due_end + sizes["grace_s"])
+                _check_alive(cluster, dispatcher)
                 spread = _lateness("s", spread_end)
                 backlog = {"after_spread": _broker_backlog()}
                 progress(f"wakes: spread {spread['done']}/{spread['count']} done, "
@@ -210,13 +225,17 @@ def measure() -> dict[str, Any]:
         backlog["before_burst_alone"] = _broker_backlog()
         idle_at = _park("i", sizes["burst"], timedelta(seconds=2), timedelta(0))
         idle_end = _wait_done("i", sizes["burst"], time.monotonic() + 2 + sizes["burst_timeout_s"])
+        _check_alive(cluster, dispatcher)
         idle = _lateness("i", idle_end)
         progress(f"wakes: burst alone {idle['done']}/{idle['count']} done")
     finally:
         _stop(dispatcher)
         _stop(cluster)
-        stop_file.unlink(missing_ok=True)
-        stop_file.parent.rmdir()
+        logs = {name: (work_dir / f"{name}.log").read_text(errors="replace")[-1500:]
+                for name in ("qcluster", "falai_dispatch_wakes") if (work_dir / f"{name}.log").exists()}
+        import shutil
+
+        shutil.rmtree(work_dir, ignore_errors=True)
         connections.close_all()
 
     def drain_rate(phase: dict[str, Any], due_at) -> float | None:
@@ -257,6 +276,8 @@ def measure() -> dict[str, Any]:
         "message_p99_ms": max((r["p99_ms"] for r in load_results), default=None),
         "message_max_behind_s": max((r["max_behind_s"] for r in load_results), default=None),
         "broker_backlog": backlog,
+        # the end of each process's output, when some wake was never honoured (a diagnostic)
+        "process_logs": logs if spread["count"] - spread["done"] else {},
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "dispatcher_poll_s": POLL_S,
     }
