@@ -41,7 +41,7 @@ Three parts, each in a child process of its own (its own Django set-up):
    settings), against the shared PostgreSQL server (database `falai_bench`), interleaved with
    `pgbench` at the same client count: `pgbench -n -c N -j N -T 5 -f script` where the script is
    one UPDATE of a 1 KB jsonb on a table of N rows, one row per client (`WHERE id = :client_id`).
-   pgbench 5 s, host 5 s, three rounds per client count; `host_vs_pgbench_2` / `_4` = the median
+   pgbench 5 s, host 5 s (then host first, and so on), three rounds per client count; `host_vs_pgbench_2` / `_4` = the median
    of the rounds' host turns/s ÷ pgbench tps. No worker or dispatcher runs, so the sends are
    not made: a turn ends at its commit and its hand-off (a broker row, or a NOTIFY).
 
@@ -418,8 +418,11 @@ def measure_load() -> dict[str, Any]:
                   [{"prefix": f"load{i}-", "conversations": sizes["conversations"]} for i in range(len(pool))])
         for clients in CLIENTS:
             for r in range(sizes["rounds"]):
-                bench = run_pgbench(dsn, table, clients, sizes["window_s"])
+                if r % 2 == 0:  # pgbench then host, then the other way round: a trend in load hits both
+                    bench = run_pgbench(dsn, table, clients, sizes["window_s"])
                 per = pool.timed("bench.hostbench.clients:host_turns", sizes["window_s"], workers=clients)
+                if r % 2 == 1:
+                    bench = run_pgbench(dsn, table, clients, sizes["window_s"])
                 turns_s = sum(p["turns"] for p in per) / sizes["window_s"]
                 rounds[str(clients)].append({
                     "pgbench_tps": round(bench["tps"], 1), "pgbench_latency_ms": bench["latency_ms"],

@@ -24,8 +24,9 @@ its own row:
   plain UPDATE on the same connection, same table (`postgres_save_vs_update_ratio` = the one-writer
   figure, issue 4's target ≥ 0.7).
 
-Each ratio is the median of alternating store / plain pairs (three by default, windows of 2 s),
-so a load spike from other processes on the shared machine hits both sides.
+Each ratio is the median of store / plain pairs (three by default, windows of 2 s, the order
+flipped every other pair), so a load spike from other processes on the shared machine hits both
+sides.
 Writes bench/results/stores.json.
 """
 
@@ -148,7 +149,8 @@ def process_ratios(rounds: int, seconds: float) -> dict[str, Any]:
     ensure_database()
     dsn = bench_dsn()
     table = f"bench_pgstore_{uuid.uuid4().hex[:8]}"
-    PostgresStore(client=psycopg.connect(dsn, autocommit=True), tables={"sessions": table}).initialize()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        PostgresStore(client=conn, tables={"sessions": table}).initialize()
     rates: dict[str, dict[str, list[float]]] = {}
     ratios: dict[str, dict[str, list[float]]] = {"django": {}, "postgres": {}}
     prefix = f"bench-store-{uuid.uuid4().hex[:6]}-"
@@ -161,9 +163,9 @@ def process_ratios(rounds: int, seconds: float) -> dict[str, Any]:
             try:
                 for w in WRITERS:
                     for store in ("django", "postgres"):
-                        for _ in range(rounds):
+                        for r in range(rounds):
                             ops = {}
-                            for mode in ("store", "plain"):
+                            for mode in (("store", "plain") if r % 2 == 0 else ("plain", "store")):
                                 done = pool.timed("bench.hostbench.clients:write_loop", seconds, workers=w,
                                                   store=store, mode=mode)
                                 ops[mode] = sum(done) / seconds
