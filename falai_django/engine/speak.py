@@ -16,10 +16,12 @@ from collections.abc import Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from falai_django.providers.base import GenerateInput, GenerateParameters, ToolSpec, read_usage
-from falai_django.providers.classify import speak_deferral
-from falai_django.providers.jsonparse import envelope_of, is_json_shaped, try_parse_json_response
-from falai_django.providers.streaming import StreamingMessageDecoder
+from falai_django.llm.calling import call_provider, resolve_awaitable, stream_provider
+from falai_django.llm.classify import speak_deferral
+from falai_django.llm.guidelines import DEFAULT_ANSWER, DEFAULT_COLLECT
+from falai_django.llm.jsonparse import envelope_of, is_json_shaped, try_parse_json_response
+from falai_django.llm.streaming import StreamingMessageDecoder
+from falai_django.llm.types import GenerateInput, GenerateParameters, ToolSpec, add_usage, read_usage
 
 from .fields import js_json, to_wire_schema
 from .predicates import PredicateContext, ToolContext, evaluate
@@ -37,17 +39,10 @@ from .runner import (
     Runner,
     Spoken,
     Talk,
-    add_usage,
-    call_provider,
-    resolve_awaitable,
-    stream_provider,
 )
 from .templates import render, scope_of
 
 RESERVED_KEYS = frozenset({"message", "toolCalls", "reasoning", "reasoningDetails"})
-DEFAULT_COLLECT = ("Collect what is still missing, naturally, one or two things per message, at the pace of the "
-                   "conversation.")
-DEFAULT_ANSWER = "Answer the customer's message, in the flow of the conversation."
 WAKE_NOTE = "The customer's last message, in the conversation above, has no answer yet. Answer it now."
 SPEAK_FIRST = ("There is no new message from the customer. You speak first: open naturally, do not answer a "
                "question nobody asked.")

@@ -28,14 +28,16 @@ from contextlib import aclosing
 from datetime import datetime
 from typing import Any
 
-from falai_django.providers.base import iterate_in_thread
+from falai_django.llm.calling import HOME_LOOP
+from falai_django.llm.classify import classify_error
+from falai_django.llm.pump import iterate_in_thread
 
 from .compaction import compact_history
 from .errors import ProviderError
 from .fields import UNSET
 from .jstime import to_iso, try_parse_iso
 from .pending import pending_wakes as _pending_wakes
-from .runner import HOME_LOOP, Runner
+from .runner import Runner
 from .session import Session, TurnResult, Usage
 from .speak import speak, speak_rounds
 from .understand import understand
@@ -145,8 +147,6 @@ def _understand(runner: Runner, history: list[Any]) -> None:
     except ProviderError:
         raise
     except Exception as exc:  # ruling 9: anything else is classified into a ProviderError
-        from falai_django.providers.classify import classify_error
-
         raise classify_error(exc, getattr(runner.agent.provider, "name", "provider")) from exc
     runner.decide(understanding)
 

@@ -11,13 +11,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from falai_django.providers.base import GenerateInput, GenerateParameters, read_usage
-from falai_django.providers.jsonparse import envelope_of
+from falai_django.llm.calling import call_provider
+from falai_django.llm.jsonparse import envelope_of
+from falai_django.llm.types import GenerateInput, GenerateParameters, read_usage
 
 from . import keys
 from .fields import coerce_field, js_number, to_wire_schema
 from .prompt import Aliases, cached_prefix, describe_field, facts_section, join_sections
-from .runner import Runner, Understanding, UnderstandRequest, call_provider
+from .runner import Runner, Understanding, UnderstandRequest
 from .templates import render, scope_of
 
 SECTIONS = ("flows", "mentions", "extract", "branches", "fields", "asks")
