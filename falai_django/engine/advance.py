@@ -31,6 +31,7 @@ def resume(state: TurnState, check_branches: bool) -> Run | None:
             top, top_ms = run, ms
     if top is None:
         return None
+    top = state.own(top)
     top.status = "asking"
     top.suspended_at = None
     if check_branches and state.kind == "message":
@@ -44,7 +45,7 @@ def resume(state: TurnState, check_branches: bool) -> Run | None:
 def drain(state: TurnState) -> None:
     queue = state.queue
     while queue:
-        run = queue.popleft()
+        run = state.current(queue.popleft())
         if state.is_live(run):
             move(state, run)
 
@@ -100,6 +101,7 @@ def move(state: TurnState, run: Run) -> None:
         return
     if not premise_holds(state, run, flow):
         return
+    run = state.own(run)  # from here on the run changes
     if run.staying and flow.on_end != "stay":
         finish_flow(state, run, flow)
         return

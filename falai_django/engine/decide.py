@@ -89,6 +89,7 @@ def decide(state: TurnState, understanding: Understanding | None) -> None:
         flow, trigger = route
         suspended = next((r for r in state.session.runs if r.flow_id == flow.id and r.status == "suspended"), None)
         if suspended is not None:
+            suspended = state.own(suspended)
             suspended.status = "running"
             suspended.suspended_at = None
             state.floor_run_id = suspended.id
@@ -100,6 +101,8 @@ def decide(state: TurnState, understanding: Understanding | None) -> None:
         state.floor_run_id = asker.id
     for slug, value in u.fields.items():
         write_field(state, slug, value)
+    if asker is not None:
+        asker = state.current(asker)
     if asker is not None and state.is_live(asker) and asker.status == "asking":
         flow = state.flow_of(asker)
         step = flow.step(asker.step_id) if flow is not None else None
@@ -140,6 +143,7 @@ def fire_branch(state: TurnState, run: Run, flow: Flow, step: Step, u: Understan
         else:
             hit = u is not None and u.branches.get(keys.branch_key(run.id, step.id, branch.index)) is True
         if hit:
+            run = state.own(run)
             state.line(run, step.outcome_kind, "ok", "branch", key=state.step_key(run, step.id),
                       next=state.label(branch.then), step_id=step.id)
             run.status = "running"

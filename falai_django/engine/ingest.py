@@ -50,6 +50,7 @@ def take_ingest_floor(state: TurnState, run: Run) -> None:
 def resolve_reply_waits(state: TurnState) -> None:
     """§3.2.1 step 3: a reply resolves timer waits that have an `else`."""
     for run in list(state.session.runs):
+        run = state.current(run)  # an earlier one's move may have changed it
         waiting = run.waiting
         if run.status != "waiting" or waiting is None or waiting.kind != "timer" or run.step_id is None:
             continue
@@ -57,6 +58,7 @@ def resolve_reply_waits(state: TurnState) -> None:
         step = flow.step(run.step_id) if flow is not None else None
         if step is None or step.kind != "wait" or step.else_ is None:
             continue
+        run = state.own(run)
         run.status = "running"
         run.waiting = None
         target = step.else_
@@ -88,6 +90,7 @@ def _run_wake(state: TurnState, key: str) -> None:
         state.ignore("stale-wake", key)
         return
     set_at = run.waiting.set_at or run.started_at
+    run = state.own(run)
     run.status = "running"
     run.waiting = None
     state.floor_run_id = run.id
@@ -139,9 +142,11 @@ def _ingest_event(state: TurnState) -> None:
     elif direction == "outbound":
         state.session.last_assistant_at = state.now_iso
     for run in list(state.session.runs):
+        run = state.current(run)  # an earlier one's move may have changed it
         waiting = run.waiting
         if waiting is None or waiting.kind != "event" or waiting.event != name:
             continue
+        run = state.own(run)
         run.status = "running"
         run.waiting = None
         flow = state.flow_of(run)

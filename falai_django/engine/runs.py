@@ -96,6 +96,7 @@ def start_run(
 
 
 def park(state: TurnState, run: Run, kind: str, key: str, at_ms: int, event: str | None = None) -> None:
+    run = state.own(run)
     until = to_iso(from_ms(at_ms))
     run.status = "waiting"
     run.waiting = Waiting.model_construct(kind=kind, key=key, until=until, set_at=state.now_iso, event=event)
@@ -104,6 +105,7 @@ def park(state: TurnState, run: Run, kind: str, key: str, at_ms: int, event: str
 
 def end_run(state: TurnState, run: Run, reason: str, code: str | None = None, kind: str | None = None,
             detail: str | None = None) -> None:
+    run = state.own(run)
     runs = state.session.runs
     for i, r in enumerate(runs):
         if r is run:
@@ -118,6 +120,7 @@ def end_run(state: TurnState, run: Run, reason: str, code: str | None = None, ki
 
 
 def enter(state: TurnState, run: Run, step: Step) -> None:
+    run = state.own(run)
     run.step_id = step.id
     run.visits[step.id] = run.visits.get(step.id, 0) + 1
     run.status = "running"
@@ -126,6 +129,7 @@ def enter(state: TurnState, run: Run, step: Step) -> None:
 
 
 def suspend(state: TurnState, run: Run) -> None:
+    run = state.own(run)
     run.status = "suspended"
     run.suspended_at = state.now_iso
     if state.talk is not None and state.talk.run is run:
@@ -134,6 +138,7 @@ def suspend(state: TurnState, run: Run) -> None:
 
 def follow(state: TurnState, run: Run, flow: Flow, step: Step, target: Next | None) -> None:
     """§3.6.6: where a step's target leads."""
+    run = state.own(run)
     if target is None:
         nxt = flow.step_after(step)
         if nxt is None:
@@ -208,6 +213,7 @@ def finish_flow(state: TurnState, run: Run, flow: Flow) -> None:
 
 
 def stay_at(state: TurnState, run: Run, step: Step) -> None:
+    run = state.own(run)
     enter(state, run, step)
     run.staying = True
     run.status = "asking"

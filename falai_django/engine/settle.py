@@ -50,7 +50,7 @@ def settle(state: TurnState, speaker: Any, outcome: Spoken | Deferred | None) ->
 
 
 def defer_talk(state: TurnState, talk: Talk, deferred: Deferred) -> None:
-    run, step = talk.run, talk.step
+    run, step = state.own(talk.run), talk.step
     key = state.step_key(run, step.id)
     attempt = 0
     for line in reversed(run.outcomes):
@@ -74,7 +74,7 @@ def defer_talk(state: TurnState, talk: Talk, deferred: Deferred) -> None:
 
 
 def apply_spoken(state: TurnState, talk: Talk, spoken: Spoken) -> None:
-    run, flow, step = talk.run, talk.flow, talk.step
+    run, flow, step = state.own(talk.run), talk.flow, talk.step
     key = state.step_key(run, step.id)
     if spoken.message:
         state.emit(spoken.message, "ai", key, run, step.id)

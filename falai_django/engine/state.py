@@ -1,9 +1,17 @@
 """The per-turn state (engine-turn.md §3.0): one object every phase reads and writes.
 
-`TurnState.load(...)` is phase 1: the working session (a copy of the caller's, which a turn
-never changes, or a fresh one) and the turn's fixed inputs. The phases are plain functions
-over it (`ingest`, `decide`, `advance`, `settle`, ...); its methods only read it, or append
-outcome lines, skipped triggers and messages to what the turn returns.
+`TurnState.load(...)` is phase 1: the working session and the turn's fixed inputs. The
+phases are plain functions over it (`ingest`, `decide`, `advance`, `settle`, ...); its
+methods only read it, or append outcome lines, skipped triggers and messages to what the
+turn returns.
+
+The caller's session is never changed, and copying all of it made a turn's cost grow with
+every live run. So the working session is copy-on-write: its own data, claims and inputs,
+but the caller's `Run` objects until a turn changes one. Whatever changes a run first calls
+`state.own(run)`, which swaps in the turn's copy; code that kept a run from before (the
+queue, a loop's snapshot) asks `state.current(run)`. Unchanged runs are shared between the
+caller's session and the new one, so a host must not change a returned session in place
+(stores and `turn()` never do).
 """
 
 from __future__ import annotations
@@ -84,6 +92,9 @@ class TurnState:
     speak_done: bool = False
     queue: deque[Run] = field(default_factory=deque)
     understanding: Understanding | None = None
+    # copy-on-write of the caller's runs: their ids, and id(original) -> the turn's copy
+    theirs: frozenset[int] = frozenset()
+    owned: dict[int, Run] = field(default_factory=dict)
 
     @classmethod
     def load(
@@ -111,7 +122,8 @@ class TurnState:
             kind=kind,
             what=what,
             original=session,
-            session=session.copy_deep() if session is not None else Session.fresh(session_id),
+            session=working_copy(session) if session is not None else Session.fresh(session_id),
+            theirs=frozenset(id(run) for run in session.runs) if session is not None else frozenset(),
             context=context,
             history=history,
             anchors=anchors or {},
@@ -129,7 +141,26 @@ class TurnState:
     def flow_of(self, run: Run) -> Flow | None:
         return self.index.by_id.get(run.flow_id)
 
+    def own(self, run: Run) -> Run:
+        """The turn's own copy of `run`, made (and put in the working session) on its first change."""
+        if id(run) not in self.theirs:
+            return run  # started this turn, or already the turn's copy
+        mine = self.owned.get(id(run))
+        if mine is None:
+            mine = self.owned[id(run)] = copy_run(run)
+            runs = self.session.runs
+            for i, r in enumerate(runs):
+                if r is run:
+                    runs[i] = mine
+                    break
+        return mine
+
+    def current(self, run: Run) -> Run:
+        """`run` as the working session now holds it (the turn's copy once it changed)."""
+        return self.owned.get(id(run), run) if self.owned else run
+
     def is_live(self, run: Run) -> bool:
+        run = self.current(run)
         return any(r is run for r in self.session.runs)
 
     def run_by_id(self, run_id: str | None) -> Run | None:
@@ -217,8 +248,10 @@ class TurnState:
         until: str | None = None,
         llm_calls: int | None = None,
     ) -> StepOutcome:
-        if run is not None and step_id is None:
-            step_id = run.step_id
+        if run is not None:
+            run = self.own(run)  # the line goes on the turn's copy, never on the caller's run
+            if step_id is None:
+                step_id = run.step_id
         out = StepOutcome.model_construct(
             run_id=run.id if run is not None else None,
             flow_id=run.flow_id if run is not None else None,
@@ -297,6 +330,33 @@ class TurnState:
         if self.messages or self.schedule or self.outcomes or self.skipped:
             return True
         return self.session != self.original
+
+
+def copy_json(value: Any) -> Any:
+    """A copy of JSON-shaped data (dicts and lists copied at every depth, other values shared)."""
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    return value
+
+
+def working_copy(session: Session) -> Session:
+    """The turn's session: its own containers (data and the input a handler may change in place
+    are copied at every depth) around the caller's runs, which `TurnState.own` copies on change."""
+    return type(session).model_construct(
+        id=session.id, v=session.v, version=session.version, data=copy_json(session.data),
+        runs=list(session.runs), claims=dict(session.claims), inputs=list(session.inputs),
+        metadata=copy_json(session.metadata), last_user_at=session.last_user_at,
+        last_assistant_at=session.last_assistant_at,
+        history=copy_json(session.history) if session.history is not None else None)
+
+
+def copy_run(run: Run) -> Run:
+    """A copy of `run` the turn may change: its own containers; the trigger, waiting and outcome
+    records are shared (the engine replaces them, never changes them)."""
+    return run.model_copy(update={"input": copy_json(run.input), "asked": dict(run.asked),
+                                  "visits": dict(run.visits), "outcomes": list(run.outcomes)})
 
 
 def parse_silenced(silenced: Any) -> tuple[str | None, bool, bool]:

@@ -113,6 +113,7 @@ def fixed_ready(state: TurnState, talk: Talk) -> bool:
 
 
 def ask_fixed(state: TurnState, run: Run, step: Step, pending: list[str]) -> None:
+    run = state.own(run)
     key = state.step_key(run, step.id)
     state.emit(render(step.question, state.scope(run)), "verbatim", key, run, step.id)
     for slug in pending:
