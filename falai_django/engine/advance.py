@@ -46,6 +46,8 @@ def drain(state: TurnState) -> None:
     queue = state.queue
     while queue:
         run = state.current(queue.popleft())
+        if run.status in ("waiting", "suspended"):
+            continue  # move() leaves a parked run where it is; skip the liveness scan
         if state.is_live(run):
             move(state, run)
 

@@ -161,7 +161,10 @@ class TurnState:
 
     def is_live(self, run: Run) -> bool:
         run = self.current(run)
-        return any(r is run for r in self.session.runs)
+        for r in self.session.runs:  # by identity: a plain loop, this runs once per moved run
+            if r is run:
+                return True
+        return False
 
     def run_by_id(self, run_id: str | None) -> Run | None:
         if run_id is None:
