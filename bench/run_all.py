@@ -60,6 +60,8 @@ TARGETS: tuple[Target, ...] = (
     Target("turn", "message_p50_ms", "<=", 1, "ms"),
     Target("turn", "message_p99_ms", "<=", 3, "ms"),
     Target("turn", "wake_p50_ms", "<=", 0.5, "ms"),
+    Target("turn", "runs_1_message_p50_ms", "<=", 0.25, "ms"),
+    Target("turn", "runs_50_message_p50_ms", "<=", 0.5, "ms"),
     # issue 12: from turn_stream() being called to the first delta
     Target("stream", "first_delta_ms", "<=", 5, "ms"),
     # issue 12: counted by the server (demo agent, private cluster), and beside pgbench

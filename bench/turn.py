@@ -11,11 +11,15 @@ Two workloads, repeated:
 - a wake-driven follow-up cadence: a started campaign that says something, waits a day and
   says again, five times over: each wake turn runs a `say` and parks on the next wait.
 
+- big sessions: the same triage conversation over a session that already holds 1, 10 or 50
+  live runs (deals of one `anchor: "deal"` flow, each parked on a month-long wait), so the
+  figures show what a turn costs as a session grows (`runs_50_message_p50_ms`, ...).
+
 Times are this thread's CPU time per `turn()` call (the engine's CPU; a busy shared machine
 does not inflate them); wall-clock p50/p99 over all turns are reported beside them.
 Reports p50/p99 per turn kind and writes bench/results/turn.json (`message_p50_ms`,
 `message_p99_ms`, `wake_p50_ms`, ...). Targets (issue): message p50 ≤ 1 ms, p99 ≤ 3 ms;
-wake p50 ≤ 0.5 ms.
+wake p50 ≤ 0.5 ms; over big sessions, message p50 ≤ 0.25 ms at 1 run and ≤ 0.5 ms at 50.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ from falai_django.providers.base import BaseProvider, GenerateInput, GenerateOut
 from falai_django.testing import fake_clock  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "turn.json"
-TARGETS = {"message_p50_ms": 1.0, "message_p99_ms": 3.0, "wake_p50_ms": 0.5}
+TARGETS = {"message_p50_ms": 1.0, "message_p99_ms": 3.0, "wake_p50_ms": 0.5,
+           "runs_1_message_p50_ms": 0.25, "runs_50_message_p50_ms": 0.5}
+RUN_COUNTS = (1, 10, 50)
 
 
 ANSWERS = {"nome": "Ana", "empresa": "ACME", "tamanho": "11-50", "confirmado": "sim"}
@@ -99,11 +105,19 @@ CADENCIA = {
 }
 
 
+# One run per deal (anchor "deal"), parked on a long wait: live runs a message turn passes over.
+NEGOCIO = {
+    "id": "negocio", "name": "Negócio", "anchor": "deal",
+    "steps": [{"id": "abre", "say": "Negócio {{input.n}} aberto."}, {"id": "espera", "wait": "30d"},
+              {"id": "fecha", "say": "Negócio {{input.n}} fechado."}],
+}
+
+
 def build() -> tuple[Any, Any]:
     clock = fake_clock("2026-09-20T10:00:00Z")
     f = falai().fields(FIELDS)
     agent = f.agent(name="Ana", provider=ZeroLatencyProvider(), clock=clock,
-                    flows=[f.flow(TRIAGEM), f.flow(RETOMAR), f.flow(CADENCIA)],
+                    flows=[f.flow(TRIAGEM), f.flow(RETOMAR), f.flow(CADENCIA), f.flow(NEGOCIO)],
                     persona="Você é simpática e objetiva.", goal="Qualificar leads.")
     return agent, clock
 
@@ -122,9 +136,8 @@ def timed(fn: Any) -> tuple[Any, float]:
     return out, cpu
 
 
-def conversation(agent: Any, clock: Any, sid: str) -> list[float]:
+def conversation(agent: Any, clock: Any, sid: str, session: Any = None) -> list[float]:
     times = []
-    session = None
     history: list[dict[str, str]] = []
     for i in range(20):
         text = f"mensagem {i} do cliente"
@@ -151,6 +164,27 @@ def cadence(agent: Any, clock: Any, sid: str) -> list[float]:
     return times
 
 
+def with_runs(agent: Any, sid: str, runs: int) -> Any:
+    """A session holding `runs` live runs once the triage run starts: `runs - 1` parked deals."""
+    session = None
+    for n in range(runs - 1):
+        session = agent.turn(session_id=sid, start={"flow": "negocio", "input": {"n": n}, "key": f"deal:{n}"},
+                             anchors={"deal": {"key": f"deal:{n}"}}, session=session).session
+    return session
+
+
+def big_sessions(agent: Any, clock: Any, rounds: int) -> dict[str, float]:
+    out = {}
+    for count in RUN_COUNTS:
+        times: list[float] = []
+        for i in range(rounds):
+            sid = f"big{count}-{i}"
+            times.extend(conversation(agent, clock, sid, with_runs(agent, sid, count)))
+        out[f"runs_{count}_message_p50_ms"] = round(statistics.median(times), 4)
+        out[f"runs_{count}_message_p99_ms"] = round(pct(times, 0.99), 4)
+    return out
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -169,6 +203,7 @@ def main() -> dict[str, Any]:
         message.extend(conversation(agent, clock, f"s{i}"))
         wake.extend(cadence(agent, clock, f"c{i}"))
     wall = list(WALL)
+    big = big_sessions(agent, clock, rounds=10)
     result = {
         "message_turns": len(message),
         "message_p50_ms": round(statistics.median(message), 4),
@@ -178,6 +213,7 @@ def main() -> dict[str, Any]:
         "wake_p99_ms": round(pct(wake, 0.99), 4),
         "wall_p50_ms": round(statistics.median(wall), 4),
         "wall_p99_ms": round(pct(wall, 0.99), 4),
+        **big,
         "measure": "thread CPU time per turn (time.thread_time); wall_* include scheduling noise",
         "targets": TARGETS,
     }
@@ -193,4 +229,7 @@ if __name__ == "__main__":
           f"({out['message_turns']} turns)")
     print(f"wake turn     p50 {out['wake_p50_ms']:.3f} ms  p99 {out['wake_p99_ms']:.3f} ms  ({out['wake_turns']} turns)")
     print(f"(all turns, wall clock: p50 {out['wall_p50_ms']:.3f} ms  p99 {out['wall_p99_ms']:.3f} ms)")
+    for count in RUN_COUNTS:
+        print(f"{count:>2} live runs   message p50 {out[f'runs_{count}_message_p50_ms']:.3f} ms  "
+              f"p99 {out[f'runs_{count}_message_p99_ms']:.3f} ms")
     print("targets met" if out["meets_targets"] else f"targets NOT met: {TARGETS}")

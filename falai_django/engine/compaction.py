@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from falai_django.providers.base import GenerateInput, GenerateParameters, read_usage
+from falai_django.llm.calling import call_provider
+from falai_django.llm.types import GenerateInput, GenerateParameters, read_usage
 
 from .prompt import join_sections
-from .runner import call_provider
 
 CHARS_PER_TOKEN = 4
 SUMMARY_PREFIX = "Summary of the earlier conversation: "

@@ -11,8 +11,9 @@ from typing import Any
 
 from .jstime import from_ms, parse_iso
 from .keys import silence_wake
-from .runner import Runner
 from .session import ScheduleEntry, Session
+from .settle import silence_wakes
+from .state import TurnState
 
 
 def pending_wakes(agent: Any, *, session: Any, context: Any = None, anchors: Any = None, claims: Any = None,
@@ -21,17 +22,18 @@ def pending_wakes(agent: Any, *, session: Any, context: Any = None, anchors: Any
         return []
     if not isinstance(session, Session):
         session = Session.from_json(dict(session))
-    runner = Runner(agent, session_id=session.id, kind="wake", what={"key": ""}, session=session, context=context,
-                    history=None, silenced=silenced, anchors=anchors, claims=claims, now=agent.clock())
+    state = TurnState.load(agent, session_id=session.id, kind="wake", what={"key": ""}, session=session,
+                           context=context, history=None, silenced=silenced, anchors=anchors, claims=claims,
+                           now=agent.clock())
     out: list[ScheduleEntry] = []
-    for run in runner.session.runs:
+    for run in state.session.runs:
         waiting = run.waiting
         if run.status == "waiting" and waiting is not None and waiting.key and waiting.until:
             out.append(ScheduleEntry.model_construct(key=waiting.key, at=parse_iso(waiting.until), replaces=None))
-    ms_text = runner.session.last_assistant_at
-    for flow, at_ms in runner.silence_wakes():
+    ms_text = state.session.last_assistant_at
+    for flow, at_ms in silence_wakes(state):
         from .jstime import iso_to_ms
 
-        key = silence_wake(flow.id, runner.session.id, iso_to_ms(ms_text))
+        key = silence_wake(flow.id, state.session.id, iso_to_ms(ms_text))
         out.append(ScheduleEntry.model_construct(key=key, at=from_ms(at_ms), replaces=None))
     return out

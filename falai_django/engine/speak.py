@@ -2,7 +2,7 @@
 
 One speaker per turn: the queued talk step or the idle speaker. One provider call per round
 (schema name "speak"), plus one per tool round, the last round without tools. Speak never
-raises for a provider failure: it returns a `Deferred` the runner settles (retry ladder).
+raises for a provider failure: it returns a `Deferred` that settle applies (retry ladder).
 
 `speak_rounds()` is a generator: in streaming mode it yields the customer-facing text deltas
 as they arrive; its return value (StopIteration.value) is the `Spoken` / `Deferred` outcome.
@@ -16,10 +16,12 @@ from collections.abc import Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from falai_django.providers.base import GenerateInput, GenerateParameters, ToolSpec, read_usage
-from falai_django.providers.classify import speak_deferral
-from falai_django.providers.jsonparse import envelope_of, is_json_shaped, try_parse_json_response
-from falai_django.providers.streaming import StreamingMessageDecoder
+from falai_django.llm.calling import call_provider, resolve_awaitable, stream_provider
+from falai_django.llm.classify import speak_deferral
+from falai_django.llm.guidelines import DEFAULT_ANSWER, DEFAULT_COLLECT
+from falai_django.llm.jsonparse import envelope_of, is_json_shaped, try_parse_json_response
+from falai_django.llm.streaming import StreamingMessageDecoder
+from falai_django.llm.types import GenerateInput, GenerateParameters, ToolSpec, add_usage, read_usage
 
 from .fields import js_json, to_wire_schema
 from .predicates import PredicateContext, ToolContext, evaluate
@@ -31,23 +33,11 @@ from .prompt import (
     instructions_section,
     join_sections,
 )
-from .runner import (
-    IDLE,
-    Deferred,
-    Runner,
-    Spoken,
-    Talk,
-    add_usage,
-    call_provider,
-    resolve_awaitable,
-    stream_provider,
-)
+from .state import TurnState
 from .templates import render, scope_of
+from .types import IDLE, Deferred, Spoken, Talk
 
 RESERVED_KEYS = frozenset({"message", "toolCalls", "reasoning", "reasoningDetails"})
-DEFAULT_COLLECT = ("Collect what is still missing, naturally, one or two things per message, at the pace of the "
-                   "conversation.")
-DEFAULT_ANSWER = "Answer the customer's message, in the flow of the conversation."
 WAKE_NOTE = "The customer's last message, in the conversation above, has no answer yet. Answer it now."
 SPEAK_FIRST = ("There is no new message from the customer. You speak first: open naturally, do not answer a "
                "question nobody asked.")
@@ -78,15 +68,15 @@ def wire_names(pending: list[str]) -> dict[str, str]:
 class SpeakCall:
     """One speak request: prompt, envelope and tools for the chosen speaker."""
 
-    def __init__(self, runner: Runner, speaker: Any, history: list[Any]) -> None:
-        self.runner = runner
-        self.agent = runner.agent
+    def __init__(self, state: TurnState, speaker: Any, history: list[Any]) -> None:
+        self.state = state
+        self.agent = state.agent
         self.history = history
         self.idle = speaker is IDLE
         self.talk: Talk | None = None if self.idle else speaker
         run = None if self.idle else speaker.run
         self.run = run
-        self.scope = scope_of(runner.session.data, runner.context) if run is None else runner.scope(run)
+        self.scope = scope_of(state.session.data, state.context) if run is None else state.scope(run)
         fixed = self.talk is not None and self.talk.fixed_follows
         self.pending: list[str] = [] if (self.talk is None or fixed) else list(self.talk.pending)
         self.wire = wire_names(self.pending)
@@ -107,14 +97,14 @@ class SpeakCall:
         return [agent.tools_by_id[i] for i in ids if i in agent.tools_by_id]
 
     def _instructions(self) -> list[Any]:
-        runner = self.runner
+        state = self.state
         if self.idle:
             scopes = [self.agent.instructions, self.agent.idle.instructions]
-            ctx = PredicateContext(context=runner.context, data=runner.session.data, input=None, run=None,
-                                   silenced=runner.silenced, now=runner.now)
+            ctx = PredicateContext(context=state.context, data=state.session.data, input=None, run=None,
+                                   silenced=state.silenced, now=state.now)
         else:
             scopes = [self.agent.instructions, self.talk.flow.instructions, self.talk.step.instructions]
-            ctx = runner.pctx(self.run)
+            ctx = state.pctx(self.run)
         out = []
         for items in scopes:
             for ins in items:
@@ -123,7 +113,7 @@ class SpeakCall:
         return out
 
     def schema(self) -> dict[str, Any]:
-        cache = self.runner.index.speak_cache
+        cache = self.state.index.speak_cache
         key = ("schema", tuple(self.pending))
         schema = cache.get(key)
         if schema is None:
@@ -137,8 +127,8 @@ class SpeakCall:
         return schema
 
     def base_prompt(self) -> tuple[str | None, str]:
-        runner, scope, agent = self.runner, self.scope, self.agent
-        system, inline = cached_prefix(agent, runner.index.speak_cache, scope)
+        state, scope, agent = self.state, self.scope, self.agent
+        system, inline = cached_prefix(agent, state.index.speak_cache, scope)
         parts: list[str | None] = [inline]
         if self.idle:
             guideline = render(agent.idle.prompt or "", scope).strip() or DEFAULT_ANSWER
@@ -170,10 +160,10 @@ class SpeakCall:
                     if ask:
                         lines.append(f"  How to ask: {render(ask, scope)}")
                 parts.append("## Still to collect\n" + "\n".join(lines))
-            parts.append(facts_section(agent.fields, runner.session.data))
+            parts.append(facts_section(agent.fields, state.session.data))
         parts.append(instructions_section(self._instructions(), scope))
-        if runner.kind == "message":
-            text = (runner.what.get("text") or "").strip()
+        if state.kind == "message":
+            text = (state.what.get("text") or "").strip()
             if text:
                 parts.append(f'## Customer\'s latest message\n"{text}"')
         else:
@@ -261,9 +251,9 @@ class SpeakCall:
         tool = offered.get(name)
         if tool is None:
             return js_json({"error": f'Tool "{name}" is not available.'}), None
-        runner = self.runner
-        ctx = ToolContext(context=runner.context, data={**runner.session.data, **data}, history=list(history),
-                          run=self.run, now=runner.now)
+        state = self.state
+        ctx = ToolContext(context=state.context, data={**state.session.data, **data}, history=list(history),
+                          run=self.run, now=state.now)
         try:
             if tool.validate_input is not None:
                 ok, why, corrected = _gate(resolve_awaitable(tool.validate_input(args, ctx)))
@@ -332,14 +322,14 @@ def _gate(value: Any) -> tuple[bool, str | None, Any]:
     return bool(value), None, None
 
 
-def speak_rounds(runner: Runner, speaker: Any, history: list[Any], stream: bool = False
+def speak_rounds(state: TurnState, speaker: Any, history: list[Any], stream: bool = False
                  ) -> Generator[str, None, Spoken | Deferred]:
     """Run the speak call's rounds; yields deltas when `stream`, returns the outcome."""
-    call = SpeakCall(runner, speaker, history)
-    provider = runner.agent.provider
+    call = SpeakCall(state, speaker, history)
+    provider = state.agent.provider
     system, base = call.base_prompt()
     schema = call.schema()
-    max_loops = runner.agent.max_tool_loops
+    max_loops = state.agent.max_tool_loops
     offered_all = {t.id: t for t in call.tools}
     specs = call.tool_specs()
     convo = list(history)
@@ -348,7 +338,7 @@ def speak_rounds(runner: Runner, speaker: Any, history: list[Any], stream: bool 
     usage: dict[str, int] | None = None
     calls = 0
     message = ""
-    text_for_wake = (runner.what.get("text") or "") if runner.kind == "message" else ""
+    text_for_wake = (state.what.get("text") or "") if state.kind == "message" else ""
     round_no = 0
     try:
         while True:
@@ -358,7 +348,7 @@ def speak_rounds(runner: Runner, speaker: Any, history: list[Any], stream: bool 
                 prompt = join_sections(base, TOOLS_NOTE)
             elif round_no > 0:
                 prompt = join_sections(base, WRAP_UP)
-            request = GenerateInput(prompt=prompt, system=system, history=list(convo), context=runner.context,
+            request = GenerateInput(prompt=prompt, system=system, history=list(convo), context=state.context,
                                     tools=specs if offer else None,
                                     parameters=GenerateParameters(json_schema=schema, schema_name="speak"))
             calls += 1
@@ -413,9 +403,9 @@ def speak_rounds(runner: Runner, speaker: Any, history: list[Any], stream: bool 
     return Spoken(message=message, fields=fields, data=data, llm_calls=calls, usage=usage)
 
 
-def speak(runner: Runner, speaker: Any, history: list[Any]) -> Spoken | Deferred:
+def speak(state: TurnState, speaker: Any, history: list[Any]) -> Spoken | Deferred:
     """The non-streaming speak call."""
-    gen = speak_rounds(runner, speaker, history, stream=False)
+    gen = speak_rounds(state, speaker, history, stream=False)
     try:
         while True:
             next(gen)

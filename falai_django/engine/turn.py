@@ -1,15 +1,16 @@
 """`turn()`: one input in, the new state and what to send out (engine-turn.md).
 
-Read top to bottom, a turn is the spec's eight phases:
+Read top to bottom, a turn is the spec's eight phases, one module each, all acting on one
+per-turn `TurnState`:
 
-    1. load        Runner(...)            deep copy of the session (or a fresh one)
-    2. ingest      runner.begin()         dedupe, wakes, replies, events, starts
-    3. understand  understand(...)        ≤ 1 call, message turns only (raises ProviderError)
-    4. decide      runner.decide(...)     routing, mentions, fields, branches
-    5. run         runner.advance()       moves every run; picks one speaker
-    6. speak       speak(...)             1 call (+1 per tool round); never raises
-    7. settle      runner.settle(...)     asked counting, retries, silence wakes
-    8. return      finish(runner)         TurnResult with `changed`
+    1. load        TurnState.load(...)    state.py       the working session (or a fresh one)
+    2. ingest      ingest(state)          ingest.py      dedupe, wakes, replies, events, starts
+    3. understand  understand(...)        understand.py  ≤ 1 call, message turns only (raises ProviderError)
+    4. decide      decide(state, ...)     decide.py      routing, mentions, fields, branches
+    5. advance     advance(state)         advance.py     moves every run (steps.py, runs.py); picks one speaker
+    6. speak       speak(...)             speak.py       1 call (+1 per tool round); never raises
+    7. settle      settle(state, ...)     settle.py      asked counting, retries, silence wakes
+    8. finish      finish(state)          finish.py      TurnResult with `changed`
 
 `turn_stream` runs the same phases and yields the speak call's text deltas as they arrive;
 its final `{"done": True, "result": ...}` chunk is the only authoritative output.
@@ -22,23 +23,30 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
-import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import aclosing
 from datetime import datetime
 from typing import Any
 
-from falai_django.providers.base import iterate_in_thread
+from falai_django.llm.calling import HOME_LOOP
+from falai_django.llm.classify import classify_error
+from falai_django.llm.pump import iterate_in_thread
 
+from .advance import advance
 from .compaction import compact_history
+from .decide import decide
 from .errors import ProviderError
 from .fields import UNSET
+from .finish import finish
+from .ingest import ingest
 from .jstime import to_iso, try_parse_iso
 from .pending import pending_wakes as _pending_wakes
-from .runner import HOME_LOOP, Runner
-from .session import Session, TurnResult, Usage
+from .session import Session, TurnResult
+from .settle import settle
 from .speak import speak, speak_rounds
-from .understand import understand
+from .state import TurnState
+from .types import Understanding
+from .understand import understand, understand_request
 
 __all__ = ["aturn", "aturn_stream", "pending_wakes", "turn", "turn_stream"]
 
@@ -105,7 +113,8 @@ def _session_of(value: Any, session_id: str) -> Session | None:
     raise TypeError("session must be a Session (or its JSON dict), or None on a first turn.")
 
 
-def _prepare(agent: Any, kw: dict[str, Any]) -> tuple[Runner, list[Any], int, dict[str, int] | None]:
+def load(agent: Any, kw: dict[str, Any]) -> tuple[TurnState, list[Any]]:
+    """Phase 1: the input checked, the history compacted, the per-turn state built."""
     session_id = kw.get("session_id")
     if not isinstance(session_id, str) or not session_id:
         raise TypeError("turn() needs session_id=...: the conversation's id (a phone number, a chat id).")
@@ -120,7 +129,7 @@ def _prepare(agent: Any, kw: dict[str, Any]) -> tuple[Runner, list[Any], int, di
     calls, usage = 0, None
     if agent.compaction is not None and history:
         history, calls, usage = compact_history(agent, history, kw.get("context"))
-    runner = Runner(
+    state = TurnState.load(
         agent,
         session_id=session_id,
         kind=kind,
@@ -133,75 +142,44 @@ def _prepare(agent: Any, kw: dict[str, Any]) -> tuple[Runner, list[Any], int, di
         claims=kw.get("claims"),
         now=now,
     )
-    runner.llm_calls += calls
-    runner.usage = usage
-    return runner, history, calls, usage
+    state.llm_calls += calls
+    state.usage = usage
+    return state, history
 
 
-def _understand(runner: Runner, history: list[Any]) -> None:
-    request = runner.understand_request()
+def understood(state: TurnState, history: list[Any]) -> Understanding | None:
+    """Phase 3: the understand call, when the message needs one; any failure is a ProviderError."""
+    request = understand_request(state)
     try:
-        understanding = understand(runner, request, history)
+        return understand(state, request, history)
     except ProviderError:
         raise
     except Exception as exc:  # ruling 9: anything else is classified into a ProviderError
-        from falai_django.providers.classify import classify_error
-
-        raise classify_error(exc, getattr(runner.agent.provider, "name", "provider")) from exc
-    runner.decide(understanding)
-
-
-def finish(runner: Runner) -> TurnResult:
-    """Phase 8: the result (§1.5), `changed` computed as §1.6 says."""
-    usage = runner.usage
-    result = TurnResult.model_construct(
-        session=runner.session,
-        changed=runner.changed(),
-        messages=runner.messages,
-        schedule=runner.schedule,
-        outcomes=runner.outcomes,
-        started=runner.started,
-        ended=runner.ended,
-        skipped=runner.skipped,
-        llm_calls=runner.llm_calls,
-        usage=None if usage is None else Usage.model_construct(
-            prompt_tokens=usage.get("promptTokens", 0), completion_tokens=usage.get("completionTokens", 0),
-            cached_input_tokens=usage.get("cachedInputTokens", 0)),
-    )
-    log = runner.agent.logger
-    if log.isEnabledFor(logging.DEBUG):  # `debug=True`: one line per turn, built only when wanted
-        log.debug(
-            "turn %s %s key=%s changed=%s llm_calls=%d messages=%s schedule=%s outcomes=%s",
-            runner.session.id, runner.kind, runner.trigger_key,
-            result.changed, result.llm_calls, [m.key for m in result.messages],
-            [e.key for e in result.schedule],
-            [f"{o.step_id or '-'}:{o.kind}/{o.status}{'/' + o.code if o.code else ''}" for o in result.outcomes],
-        )
-    return result
+        raise classify_error(exc, getattr(state.agent.provider, "name", "provider")) from exc
 
 
 def turn(agent: Any, **kw: Any) -> TurnResult:
     """Run one turn (keyword arguments as README.md shows). Raises ProviderError only when the
     understand call fails; nothing was applied then, so the host retries the same input."""
-    runner, history, _, _ = _prepare(agent, kw)
-    runner.begin()
-    _understand(runner, history)
-    speaker = runner.advance()
-    outcome = speak(runner, speaker, history) if speaker is not None else None
-    runner.settle(speaker, outcome)
-    return finish(runner)
+    state, history = load(agent, kw)
+    ingest(state)
+    decide(state, understood(state, history))
+    speaker = advance(state)
+    outcome = speak(state, speaker, history) if speaker is not None else None
+    settle(state, speaker, outcome)
+    return finish(state)
 
 
 def turn_stream(agent: Any, **kw: Any) -> Iterator[dict[str, Any]]:
     """The same turn, yielding `{"delta": str}` while the speaker writes, then one
     `{"done": True, "result": TurnResult}`. Only the final result is authoritative."""
-    runner, history, _, _ = _prepare(agent, kw)
-    runner.begin()
-    _understand(runner, history)
-    speaker = runner.advance()
+    state, history = load(agent, kw)
+    ingest(state)
+    decide(state, understood(state, history))
+    speaker = advance(state)
     outcome = None
     if speaker is not None:
-        rounds = speak_rounds(runner, speaker, history, stream=True)
+        rounds = speak_rounds(state, speaker, history, stream=True)
         while True:
             try:
                 delta = next(rounds)
@@ -209,8 +187,8 @@ def turn_stream(agent: Any, **kw: Any) -> Iterator[dict[str, Any]]:
                 outcome = stop.value
                 break
             yield {"delta": delta}
-    runner.settle(speaker, outcome)
-    yield {"done": True, "result": finish(runner)}
+    settle(state, speaker, outcome)
+    yield {"done": True, "result": finish(state)}
 
 
 async def aturn(agent: Any, **kw: Any) -> TurnResult:

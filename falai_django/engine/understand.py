@@ -1,4 +1,5 @@
-"""The understand call (engine-turn.md §3.4, persistence-and-LLM note §6.2).
+"""Phase 3, understand (engine-turn.md §3.4, persistence-and-LLM note §6.2): what the call must
+judge (`understand_request`), then the call itself.
 
 At most one provider call per message turn, schema name "understand", never streamed, never
 with tools. A provider failure here is not caught: `turn()` raises it and nothing was applied.
@@ -11,14 +12,77 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from falai_django.providers.base import GenerateInput, GenerateParameters, read_usage
-from falai_django.providers.jsonparse import envelope_of
+from falai_django.llm.calling import call_provider
+from falai_django.llm.jsonparse import envelope_of
+from falai_django.llm.types import GenerateInput, GenerateParameters, read_usage
 
 from . import keys
-from .fields import coerce_field, js_number, to_wire_schema
+from .decide import catch_all, eligible_flows, lone_flow_shortcut
+from .fields import coerce_field, is_known, js_number, to_wire_schema
+from .flows import Flow, Step
 from .prompt import Aliases, cached_prefix, describe_field, facts_section, join_sections
-from .runner import Runner, Understanding, UnderstandRequest, call_provider
+from .session import Run
+from .state import TurnState
+from .steps import pending_of
 from .templates import render, scope_of
+from .types import Understanding, UnderstandRequest
+
+# ---------------------------------------------------------------- what the call must judge
+
+def harvestable(state: TurnState, flow: Flow) -> list[str]:
+    fields = state.agent.fields
+    data = state.session.data
+    return [s for s in state.index.flow_fields[flow.id]
+            if s in fields and fields[s].extract == "anywhere" and not is_known(data.get(s))]
+
+
+def understand_request(state: TurnState) -> UnderstandRequest | None:
+    """§3.4.1-3.4.2: what the understand call must judge, or None (no call)."""
+    if state.ignored or state.kind != "message":
+        return None
+    if state.silenced is not None and not state.understand_allowed:
+        return None
+    floor_run = state.asker() or state.run_by_id(state.floor_run_id)
+    floor_flow = state.flow_of(floor_run) if floor_run is not None else None
+    eligible = eligible_flows(state)
+    eligible_list = [f for f, _ in eligible]
+    message_flows = [] if floor_run is None and lone_flow_shortcut(state, eligible) else eligible_list
+    mention_flows = []
+    for flow in state.index.flows:
+        trigger = state.index.mention_trigger[flow.id]
+        if trigger is not None and trigger.phrases and state.repeat_allows(flow, trigger, "mention",
+                                                                           state.trigger_key):
+            mention_flows.append((flow, trigger))
+    branches: list[tuple[Run, Step, Any]] = []
+    if floor_run is not None and floor_flow is not None:
+        step = floor_flow.step(floor_run.step_id)
+        if step is not None and step.kind == "talk":
+            branches = [(floor_run, step, b) for b in step.branches if b.when is not None]
+    wanted: set[str] = set()
+    for flow in ([floor_flow] if floor_flow is not None else []) + eligible_list:
+        wanted.update(harvestable(state, flow))
+    judging = bool(message_flows or mention_flows or branches or wanted)
+    if floor_run is None:
+        fallback = catch_all(state)
+        if fallback is not None:
+            fb_flow = fallback[0]
+            own = harvestable(state, fb_flow)
+            first = fb_flow.steps[0] if fb_flow.steps else None
+            free = set(first.collect or ()) if first is not None and first.kind == "talk" and not first.question \
+                else set()
+            if judging or any(s not in free for s in own):
+                wanted.update(own)
+    fields = [s for s in state.agent.fields if s in wanted]
+    if not (judging or fields):
+        return None
+    question_flows = ([floor_flow] if floor_flow is not None else []) + eligible_list
+    judge_asks = any(state.index.has_question.get(f.id) for f in question_flows)
+    text = state.what.get("text", "")
+    return UnderstandRequest(text, floor_run, floor_flow, message_flows, mention_flows, branches, fields,
+                             judge_asks)
+
+
+# ---------------------------------------------------------------- the call
 
 SECTIONS = ("flows", "mentions", "extract", "branches", "fields", "asks")
 
@@ -30,13 +94,13 @@ def _closed(properties: dict[str, Any]) -> dict[str, Any]:
 class UnderstandCall:
     """Builds the prompt and envelope of one understand request and reads the reply."""
 
-    def __init__(self, runner: Runner, request: UnderstandRequest) -> None:
-        self.runner = runner
+    def __init__(self, state: TurnState, request: UnderstandRequest) -> None:
+        self.state = state
         self.request = request
         self.aliases = Aliases()
-        agent = runner.agent
+        agent = state.agent
         self.agent = agent
-        scope = scope_of(runner.session.data, runner.context)
+        scope = scope_of(state.session.data, state.context)
         self.scope = scope
         candidates = []
         if request.floor_flow is not None:
@@ -91,8 +155,8 @@ class UnderstandCall:
 
     # ------------------------------------------------------------------ prompt
     def prompt(self) -> tuple[str | None, str]:
-        runner, request, scope = self.runner, self.request, self.scope
-        system, inline = cached_prefix(self.agent, runner.index.speak_cache, scope)
+        state, request, scope = self.state, self.request, self.scope
+        system, inline = cached_prefix(self.agent, state.index.speak_cache, scope)
         parts: list[str | None] = [inline]
         parts.append(
             "## Task\nJudge the customer's latest message (quoted below) in the light of the conversation. "
@@ -106,19 +170,19 @@ class UnderstandCall:
             step = flow.step(request.floor_run.step_id)
             if step is not None and step.kind == "talk":
                 lines.append(f"Current step: {step.id} — {render(step.prompt or '', scope)}".rstrip(" —"))
-                pending = runner.pending_of(request.floor_run, step)
+                pending = pending_of(state, request.floor_run, step)
                 if pending:
                     lines.append("This step is waiting for:")
                     lines.extend(f"- {describe_field(s, self.agent.fields.get(s))}" for s in pending)
             lines.append("The customer may carry on here or switch topics: score this flow like any other.")
             parts.append("## Current flow\n" + "\n".join(lines))
-        parts.append(facts_section(self.agent.fields, runner.session.data))
+        parts.append(facts_section(self.agent.fields, state.session.data))
         if self.candidates:
             lines = ["Score every flow from 0 to 100, the current one included."]
             for n, flow in enumerate(self.candidates, 1):
                 desc = render(flow.description, scope) if flow.description else ""
                 lines.append(f"{n}. {self.flow_wire[flow.id]} — {flow.name}" + (f": {desc}" if desc else ""))
-                trigger = runner.index.message_trigger.get(flow.id)
+                trigger = state.index.message_trigger.get(flow.id)
                 if trigger is not None:
                     if trigger.counts:
                         lines.append("   The customer: " + "; ".join(render(p, scope) for p in trigger.counts))
@@ -255,17 +319,17 @@ def _boolean(value: Any) -> bool | None:
 
 def build_input(call: UnderstandCall, history: list[Any]) -> GenerateInput:
     system, prompt = call.prompt()
-    return GenerateInput(prompt=prompt, system=system, history=list(history), context=call.runner.context,
+    return GenerateInput(prompt=prompt, system=system, history=list(history), context=call.state.context,
                          parameters=GenerateParameters(json_schema=call.schema(), schema_name="understand"))
 
 
-def understand(runner: Runner, request: UnderstandRequest | None, history: list[Any]) -> Understanding | None:
+def understand(state: TurnState, request: UnderstandRequest | None, history: list[Any]) -> Understanding | None:
     """Run the understand call; None when no request was built. Provider errors propagate."""
     if request is None:
         return None
-    call = UnderstandCall(runner, request)
+    call = UnderstandCall(state, request)
     if call.skippable:
         return Understanding()
-    provider = runner.agent.provider
+    provider = state.agent.provider
     output = call_provider(provider, build_input(call, history))
     return call.parse(output.structured, output.message, read_usage(output.metadata))

@@ -1,4 +1,7 @@
-"""Model providers: the interface (`base`), Gemini, the fallback pool, and their helpers.
+"""Model providers: Gemini, the fallback pool and the offline provider, on the contract in
+`falai_django.llm` (re-exported here; `base`, `classify`, `jsonparse` and `streaming` are
+old paths kept for imports; importing through them keeps `providers.classify` the function, not
+the submodule of that name).
 
 - `jsonparse`: lenient envelope parsing (`envelope_of`, `try_parse_json_response`, ...), §6.3.
 - `streaming`: `StreamingMessageDecoder` / `extract_message_so_far`, §4.2.

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from falai_django.engine.errors import ProviderError
-from falai_django.providers.base import (
+from falai_django.llm.classify import classify_error
+from falai_django.llm.errors import ProviderError
+from falai_django.llm.types import (
     GenerateInput,
     GenerateOutput,
     Provider,
@@ -35,7 +36,6 @@ from falai_django.providers.base import (
     StreamChunk,
     _Readable,
 )
-from falai_django.providers.classify import classify_error
 
 DEFAULT_COOLDOWNS_MS: dict[str, int] = {
     "rate": 60_000,

@@ -27,8 +27,10 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
-from falai_django.engine.errors import ProviderError
-from falai_django.providers.base import (
+from falai_django.llm.classify import classify_error
+from falai_django.llm.errors import ProviderError
+from falai_django.llm.jsonparse import is_json_shaped, try_parse_json_response
+from falai_django.llm.types import (
     BaseProvider,
     GenerateInput,
     GenerateOutput,
@@ -36,8 +38,6 @@ from falai_django.providers.base import (
     StreamChunk,
     ToolSpec,
 )
-from falai_django.providers.classify import classify_error
-from falai_django.providers.jsonparse import is_json_shaped, try_parse_json_response
 
 DEFAULT_TIMEOUT_MS = 60_000
 DEFAULT_RETRIES = 3

@@ -36,7 +36,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .base import BaseProvider, GenerateInput, GenerateOutput, ProviderCapabilities, StreamChunk
+from falai_django.llm.guidelines import DEFAULT_ANSWER, DEFAULT_COLLECT
+from falai_django.llm.types import (
+    BaseProvider,
+    GenerateInput,
+    GenerateOutput,
+    ProviderCapabilities,
+    StreamChunk,
+)
 
 __all__ = ["MARK", "OfflineProvider"]
 
@@ -514,10 +521,6 @@ class OfflineProvider(BaseProvider):
     @staticmethod
     def _is_default(guideline: str) -> bool:
         """The engine's built-in guidelines are for a model; offline they add nothing."""
-        try:
-            from falai_django.engine.speak import DEFAULT_ANSWER, DEFAULT_COLLECT
-        except ImportError:  # pragma: no cover - the engine is part of this package
-            return False
         return guideline in (DEFAULT_ANSWER, DEFAULT_COLLECT)
 
     def _show(self, value: Any) -> str:

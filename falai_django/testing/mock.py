@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from falai_django.engine.errors import ProviderError
-from falai_django.providers.base import (
+from falai_django.llm.errors import ProviderError
+from falai_django.llm.types import (
     BaseProvider,
     GenerateInput,
     GenerateOutput,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from scenarios.kit import T0, T0_MS, make_agent, triage_flow
+from scenarios.kit import T0, T0_MS, make_agent, run_of, triage_flow
 
 from falai_django.engine.jstime import to_iso
 from falai_django.engine.outcomes import END_REASONS, OUTCOME_MESSAGES
@@ -62,6 +62,50 @@ def test_turn_never_mutates_its_input_session():
     clock.advance("1d")
     agent.turn(session_id="s1", wake=r.schedule[0].key, session=r.session)
     assert r.session.to_json() == before
+
+
+PEDIDO = {"id": "pedido", "name": "Pedido",
+          "steps": [{"id": "espera", "wait": "1d"}, {"id": "anota", "do": "anota"}, {"id": "fim", "wait": "30d"}]}
+
+
+def _anota(params, ctx):
+    ctx.input["itens"].append("b")  # handlers may change what they are handed in place
+    ctx.data["lista"].append("x")
+    return {"ok": True}
+
+
+def test_turns_that_change_runs_data_and_outcomes_leave_the_callers_session_untouched():
+    from falai_django.engine.agent import Action
+    from falai_django.engine.session import Session
+
+    agent, _, clock = make_agent(
+        [triage_flow(), PEDIDO], understand=[{"fields": {}}, {"fields": {}}],
+        speak=[{"message": "Oi!", "nome": "Ana", "empresa": None}, {"message": "E a empresa?", "empresa": None}],
+        actions={"anota": Action(run=_anota)})
+    started = agent.turn(session_id="s1", start={"flow": "pedido", "input": {"itens": ["a"]}, "key": "p1"})
+    blob = started.session.to_json()
+    blob["data"]["lista"] = ["a"]
+    first = agent.turn(session_id="s1", message="oi", id="m1", session=Session.from_json(blob))
+    assert first.changed and len(first.session.runs) == 2
+    session = first.session
+    before = session.to_json()
+    pedido = run_of(session, "pedido")
+    outcomes, input_ = list(pedido.outcomes), pedido.input
+
+    # a message turn: the asking run is asked again, its outcomes and `asked` grow
+    second = agent.turn(session_id="s1", message="sou a Ana", id="m2", session=session)
+    assert second.changed and run_of(second.session, "triagem").asked != run_of(session, "triagem").asked
+    assert session.to_json() == before
+
+    # a wake turn: the parked run moves, its action changes its input and the data in place
+    clock.advance("1d")
+    woke = agent.turn(session_id="s1", wake=pedido.waiting.key, session=session)
+    moved = run_of(woke.session, "pedido")
+    assert moved.step_id == "fim" and moved.input == {"itens": ["a", "b"]}
+    assert woke.session.data["lista"] == ["a", "x"]
+    assert session.to_json() == before
+    assert pedido.outcomes == outcomes and pedido.input is input_ and input_ == {"itens": ["a"]}
+    assert session.data["lista"] == ["a"] and pedido.step_id == "espera" and pedido.status == "waiting"
 
 
 def test_exactly_one_input_kind():

@@ -1,0 +1,296 @@
+"""The package's import rules, read statically from the source with `ast`.
+
+- the engine never imports `falai_django.providers`; providers never import `falai_django.engine`:
+  both meet in the contract leaf `falai_django.llm`, which imports nothing else of the package;
+- the pure layers (engine, llm, providers, stores, testing) never import Django;
+- no import circle among module-level imports of the modules in CYCLE_CHECKED.
+
+Every import statement counts for the layer rules (inside functions and `TYPE_CHECKING` too);
+only imports run when the module loads (module level, class bodies, not `TYPE_CHECKING`) make
+the graph the circle check walks.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import falai_django
+
+PACKAGE = "falai_django"
+ROOT = Path(falai_django.__file__).resolve().parent
+
+PURE_LAYERS = ("falai_django.engine", "falai_django.llm", "falai_django.providers", "falai_django.stores",
+               "falai_django.testing")
+# The ORM store is the one pure-layer module allowed to reach Django (inside its methods).
+DJANGO_ALLOWED = frozenset({"falai_django.stores.django"})
+DJANGO_NAMES = ("django", "rest_framework", "django_q")
+
+# The modules the circle check covers: the whole package.
+CYCLE_CHECKED: tuple[str, ...] = (PACKAGE,)
+
+# The Django layer's entry points: they sit on top, and no service module imports them back,
+# not even inside a function (where a lazy import would hide a circle).
+ENTRY_POINTS = ("falai_django.host", "falai_django.tasks", "falai_django.api", "falai_django.admin",
+                "falai_django.playground", "falai_django.urls", "falai_django.management")
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module
+    target: str  # an absolute module name (a package's own name for its __init__)
+    line: int
+    at_load: bool  # runs when `source` is imported (not inside a function, not TYPE_CHECKING)
+
+
+def module_sources(root: Path = ROOT, package: str = PACKAGE) -> dict[str, tuple[str, bool]]:
+    """module name -> (source text, is a package) for every .py file under `root`."""
+    out: dict[str, tuple[str, bool]] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        out[".".join([package, *parts])] = (path.read_text(encoding="utf-8"), is_package)
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(module: str, source: str, is_package: bool, modules: Iterable[str]) -> list[Import]:
+    """Every import statement in `source`, as absolute module names (`from pkg import sub`
+    names the submodule `pkg.sub` when there is one)."""
+    known = set(modules)
+    out: list[Import] = []
+
+    def visit(nodes: Iterable[ast.AST], at_load: bool) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                out.extend(Import(module, alias.name, node.lineno, at_load) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                target = _resolve(module, is_package, node)
+                out.append(Import(module, target, node.lineno, at_load))
+                for alias in node.names:
+                    if f"{target}.{alias.name}" in known:
+                        out.append(Import(module, f"{target}.{alias.name}", node.lineno, at_load))
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                visit(ast.iter_child_nodes(node), False)
+            elif isinstance(node, ast.If) and _is_type_checking(node.test):
+                visit(node.body, False)
+                visit(node.orelse, at_load)
+            else:
+                visit(ast.iter_child_nodes(node), at_load)
+
+    visit(ast.parse(source, filename=module).body, True)
+    return out
+
+
+def all_imports(sources: Mapping[str, tuple[str, bool]]) -> list[Import]:
+    return [imp for name, (text, is_package) in sources.items() for imp in imports_of(name, text, is_package, sources)]
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def layer_violations(imports: Iterable[Import]) -> list[str]:
+    """The layer rules (a)-(d), one line per offending import."""
+    problems = []
+    for imp in imports:
+        src, dst = imp.source, imp.target
+        where = f"{src} (line {imp.line}) imports {dst}"
+        if _under(src, "falai_django.engine") and _under(dst, "falai_django.providers"):
+            problems.append(f"{where}: the engine reaches providers only through falai_django.llm")
+        if _under(src, "falai_django.providers") and _under(dst, "falai_django.engine"):
+            problems.append(f"{where}: a provider depends only on falai_django.llm (and its SDK)")
+        if _under(src, "falai_django.llm") and _under(dst, PACKAGE) and not _under(dst, "falai_django.llm"):
+            problems.append(f"{where}: falai_django.llm is a leaf and imports nothing else of the package")
+        if (any(_under(src, layer) for layer in PURE_LAYERS) and src not in DJANGO_ALLOWED
+                and any(_under(dst, name) for name in DJANGO_NAMES)):
+            problems.append(f"{where}: the pure layers never import Django")
+    return problems
+
+
+def load_graph(imports: Iterable[Import], checked: Iterable[str], *, every_import: bool = False,
+               ) -> dict[str, set[str]]:
+    """module -> modules it imports at load time (or at all, with `every_import`), both inside
+    `checked` (a tuple of prefixes)."""
+    prefixes = tuple(checked)
+    inside = lambda name: any(_under(name, p) for p in prefixes)  # noqa: E731
+    graph: dict[str, set[str]] = {}
+    for imp in imports:
+        if inside(imp.source):
+            graph.setdefault(imp.source, set())
+            if (imp.at_load or every_import) and inside(imp.target) and imp.target != imp.source:
+                graph[imp.source].add(imp.target)
+    return graph
+
+
+def entry_point_violations(imports: Iterable[Import]) -> list[str]:
+    """A service module (not an entry point) importing an entry point, at any depth of the file."""
+    is_entry = lambda name: any(_under(name, e) for e in ENTRY_POINTS)  # noqa: E731
+    return [f"{imp.source} (line {imp.line}) imports the entry point {imp.target}"
+            for imp in imports
+            if _under(imp.source, PACKAGE) and not is_entry(imp.source) and is_entry(imp.target)]
+
+
+def import_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """One cycle path (first module repeated at the end) per strongly connected component
+    bigger than one module (Tarjan), in a stable order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def connect(node: str) -> None:  # recursion depth is bounded by the package's module count
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return [_path_within(component, graph) for component in sorted(components, key=min)]
+
+
+def _path_within(component: set[str], graph: Mapping[str, set[str]]) -> list[str]:
+    """A shortest cycle through the component's first module (breadth-first inside it)."""
+    start = min(component)
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in sorted(graph.get(node, ())):
+                if nxt not in component:
+                    continue
+                if nxt == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [start, *reversed(path[:-1]), start]
+                if nxt not in previous:
+                    previous[nxt] = node
+                    following.append(nxt)
+        frontier = following
+    return sorted(component)  # unreachable for a real component
+
+
+# ---------------------------------------------------------------------------------- the rules
+
+@pytest.fixture(scope="module")
+def imports() -> list[Import]:
+    return all_imports(module_sources())
+
+
+def test_the_walk_sees_every_layer(imports):
+    sources = module_sources()
+    for layer in (*PURE_LAYERS, "falai_django.engine.turn", "falai_django.llm.types"):
+        assert layer in sources
+    assert any(imp.source == "falai_django.engine.turn" and imp.target.startswith("falai_django.llm")
+               for imp in imports)
+
+
+def test_engine_providers_and_llm_keep_their_layers(imports):
+    problems = layer_violations(imports)
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_circle(imports):
+    cycles = import_cycles(load_graph(imports, CYCLE_CHECKED))
+    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_django_layer_has_no_circle_even_through_imports_inside_functions(imports):
+    django_layer = [name for name in module_sources()
+                    if _under(name, PACKAGE) and name != PACKAGE
+                    and not any(_under(name, layer) for layer in PURE_LAYERS)]
+    graph = load_graph(imports, django_layer, every_import=True)
+    assert "falai_django.loop" in graph and "falai_django.writer" in graph["falai_django.loop"]
+    cycles = import_cycles(graph)
+    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_entry_points_sit_on_top(imports):
+    problems = entry_point_violations(imports)
+    assert not problems, "\n".join(problems)
+
+
+def test_a_service_importing_an_entry_point_inside_a_function_is_caught():
+    fake = _fake({"falai_django.sending": "def send():\n    from .tasks import enqueue\n",
+                  "falai_django.tasks": "from . import sending\n"})
+    assert entry_point_violations(fake) == ["falai_django.sending (line 2) imports the entry point falai_django.tasks"]
+    graph = load_graph(fake, ["falai_django.sending", "falai_django.tasks"], every_import=True)
+    assert import_cycles(graph)
+    assert not import_cycles(load_graph(fake, ["falai_django.sending", "falai_django.tasks"]))
+
+
+# ------------------------------------------------------------- the checker on made-up modules
+
+def _fake(sources: dict[str, str]) -> list[Import]:
+    return all_imports({name: (text, name.endswith("__init__")) for name, text in sources.items()})
+
+
+def test_a_relative_engine_import_of_providers_is_caught():
+    found = layer_violations(_fake({
+        "falai_django.engine.turn": "def f():\n    from ..providers import base\n",
+        "falai_django.providers.base": "",
+    }))
+    assert len(found) == 2 and "falai_django.engine.turn (line 2) imports falai_django.providers" in found[0]
+
+
+def test_provider_importing_engine_llm_importing_engine_and_django_are_caught():
+    found = layer_violations(_fake({
+        "falai_django.providers.x": "from falai_django.engine.errors import ProviderError\n",
+        "falai_django.llm.y": "from falai_django.stores import base\n",
+        "falai_django.engine.z": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import django.db\n",
+    }))
+    assert [p.split(":", 1)[1].strip().split()[0] for p in found] == ["a", "falai_django.llm", "the"]
+
+
+def test_a_circle_is_reported_with_its_path_and_function_imports_do_not_count():
+    imports = _fake({
+        "falai_django.engine.a": "from . import b\n",
+        "falai_django.engine.b": "from .c import thing\n",
+        "falai_django.engine.c": "import falai_django.engine.a\n",
+        "falai_django.engine.d": "from . import a\n",
+        "falai_django.engine.e": "def late():\n    from . import d\n",
+        "falai_django.host": "from .engine import a\n",
+    })
+    graph = load_graph(imports, ("falai_django.engine",))
+    assert "falai_django.host" not in graph
+    assert import_cycles(graph) == [["falai_django.engine.a", "falai_django.engine.b", "falai_django.engine.c",
+                                     "falai_django.engine.a"]]
