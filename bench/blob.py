@@ -17,7 +17,8 @@ turn → row, measured in a child process with Django set up (bench settings, da
 
 - read: the blob text exactly as PostgreSQL hands it to the host (`blob::text` of the stored row:
   jsonb's own output form), through the host's reader (`stores.django.read_blob_text`);
-- copy: the engine's working copy inside `turn()` (`Session.copy_deep`, what the runner makes);
+- copy: the engine's working copy inside `turn()`: the copy-on-write `state.working_copy` plus
+  `copy_run` of the one run a message turn changes (before that engine, `Session.copy_deep`);
 - write: what the host does to put the session back into the UPDATE: `stamped` (version + JSON
   text), the store's own preparation of the parameters (today: `save_statement`, or in the older
   ORM path `json.loads` of the text, `derived_columns` and the JSONField's `get_db_prep_save`), and
@@ -143,7 +144,19 @@ def host_blob_path() -> dict[str, Any]:
         saved, text = stamped(session, expected)
         return adapt(prepare(saved, text, expected))
 
-    return {"read": django_store.read_blob_text, "copy": EngineSession.copy_deep, "stamp": stamped,
+    try:  # the engine's working copy: copy-on-write (the containers, then each run a turn changes)
+        from falai_django.engine.state import copy_run, working_copy
+
+        def copy(session: Any) -> Any:  # a message turn changes one run: the asking one
+            working = working_copy(session)
+            if working.runs:
+                working.runs[0] = copy_run(working.runs[0])
+            return working
+        copy_api = "working_copy + copy_run of the one run the turn changes"
+    except ImportError:  # before the copy-on-write engine: a full deep copy
+        copy, copy_api = EngineSession.copy_deep, "Session.copy_deep"
+
+    return {"read": django_store.read_blob_text, "copy": copy, "copy_api": copy_api, "stamp": stamped,
             "prepare": prepare, "adapt": adapt, "write": write, "store": store,
             "write_api": "save_statement" if save_statement is not None else "orm"}
 
@@ -216,6 +229,7 @@ def measure_host_path(number: int, repeat: int) -> dict[str, Any]:
             "read", "copy", "write", "write_stamp", "write_prepare", "write_adapt", "json_loads", "json_dumps")},
         "host_path_row_text_bytes": len(text.encode()),
         "host_path_write_api": path["write_api"],
+        "host_path_copy_api": path["copy_api"],
     }
 
 
