@@ -46,7 +46,7 @@ from .spec import check_predicate, validate_flow
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
 
-    from .session import ScheduleEntry, TurnResult
+    from .results import ScheduleEntry, TurnResult
 
 __all__ = ["Action", "Agent", "CompactionOptions", "Event", "Idle", "Tool", "DEFAULT_MAX_TOOL_LOOPS"]
 

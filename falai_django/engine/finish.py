@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from .session import TurnResult, Usage
+from .results import TurnResult, Usage
 from .state import TurnState
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from .jstime import from_ms, parse_iso
 from .keys import silence_wake
-from .session import ScheduleEntry, Session
+from .results import ScheduleEntry
+from .session import Session
 from .settle import silence_wakes
 from .state import TurnState
 

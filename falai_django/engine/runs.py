@@ -13,7 +13,8 @@ from . import keys
 from .fields import UNSET
 from .flows import Flow, Next, Step, Trigger
 from .jstime import from_ms, iso_to_ms, to_iso
-from .session import EndedRun, Run, ScheduleEntry, StartedRun, Waiting
+from .results import EndedRun, ScheduleEntry, StartedRun
+from .session import Run, Waiting
 from .session import Trigger as RunTrigger
 from .state import TurnState
 from .templates import render

@@ -1,4 +1,4 @@
-"""The session blob and everything a turn returns, as pydantic v2 models.
+"""The session blob, as pydantic v2 models (what a turn returns is in `results.py`).
 
 Attributes are snake_case; the JSON form (`to_json()`, what stores write) is the upstream v4
 blob: camelCase keys, times as `toISOString()` text, optional keys **omitted** when unset
@@ -14,6 +14,12 @@ Speed notes for the turn:
   only a blob that fails that fast check goes through the slow upstream-exact checker
   (`assert_session`), which either raises `InvalidSessionError` with upstream's reason or
   normalises the blob (drops a non-true `staying`, a non-string `suspendedAt`, reads `3.0` as 3).
+  What it passes always loads: below the run keys it checks, upstream trusts the blob, so an
+  outcome line, `waiting`, a trigger or a counter that does not fit its model is held as read
+  and written back as read (`_loose_session`). Unknown keys inside `waiting`, `trigger` and
+  claim values are kept (upstream keeps those objects whole); unknown session and run keys are
+  dropped (upstream rebuilds those two), and so are unknown keys on outcome lines (for speed).
+  A `null` on an optional key reads as absent.
 - `session.copy_deep()` is a full independent copy through the Rust serialiser (a few µs for a
   typical session); `model_copy(deep=True)` goes through `copy.deepcopy` and is several times
   slower. Build new lines with `StepOutcome.model_construct(...)` when a field set is known to
@@ -23,11 +29,12 @@ Speed notes for the turn:
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -35,16 +42,15 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
-    field_serializer,
-    field_validator,
     model_serializer,
     model_validator,
+    with_config,
 )
 from pydantic.alias_generators import to_camel
 from typing_extensions import TypedDict
 
 from .errors import InvalidSessionError
-from .jstime import UTC, to_iso
+from .jstime import to_iso
 
 __all__ = [
     "END_REASONS",
@@ -54,17 +60,10 @@ __all__ = [
     "RUN_STATUSES",
     "TRIGGER_KINDS",
     "Claim",
-    "EndedRun",
-    "OutboundMessage",
     "Run",
-    "ScheduleEntry",
     "Session",
-    "SkippedTrigger",
-    "StartedRun",
     "StepOutcome",
     "Trigger",
-    "TurnResult",
-    "Usage",
     "Waiting",
     "assert_session",
     "assistant_message",
@@ -103,6 +102,10 @@ _BLOB_CONFIG = ConfigDict(
     strict=True,
     extra="ignore",
 )
+# `waiting`, `trigger` and claim values, which upstream keeps as stored objects: keys this
+# model does not know are kept and written back. (Outcome lines drop them: `extra="allow"` on
+# the hundred lines of a big blob costs ~15% of a load.)
+_KEPT_CONFIG = ConfigDict(**{**_BLOB_CONFIG, "extra": "allow"})
 _RESULT_CONFIG = ConfigDict(
     alias_generator=to_camel,
     validate_by_name=True,
@@ -111,8 +114,8 @@ _RESULT_CONFIG = ConfigDict(
 )
 
 
-def _dump(model: BaseModel) -> dict[str, Any]:
-    return model.model_dump(by_alias=True, exclude_none=True)
+def _dump(model: BaseModel, warnings: bool = True) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, exclude_none=True, warnings=warnings)
 
 
 class _BlobModel(BaseModel):
@@ -128,6 +131,7 @@ class _BlobModel(BaseModel):
 # ---------------------------------------------------------------------------------------------
 
 
+@with_config(ConfigDict(extra="allow"))
 class Claim(TypedDict):
     """A claim value: `{"at": iso}` (when the run or `say once` claimed it)."""
 
@@ -137,6 +141,8 @@ class Claim(TypedDict):
 class Trigger(_BlobModel):
     """What started a run: `{kind, key, payload?}`."""
 
+    model_config = _KEPT_CONFIG
+
     kind: str
     key: str
     payload: Any = None
@@ -144,6 +150,8 @@ class Trigger(_BlobModel):
 
 class Waiting(_BlobModel):
     """Why a run is parked: `{kind: 'timer'|'event', key?, until?, setAt, event?}`."""
+
+    model_config = _KEPT_CONFIG
 
     kind: str
     key: str | None = None
@@ -261,6 +269,10 @@ class Session(_BlobModel):
     last_assistant_at: str | None = None
     history: list[Any] | None = None
 
+    # False on a session holding stored parts that do not fit their models (`_LooseSession`):
+    # they are written back as read, which pydantic would otherwise warn about.
+    _dump_warnings: ClassVar[bool] = True
+
     @model_validator(mode="before")
     @classmethod
     def _blob_keys_present(cls, value: Any, info: ValidationInfo) -> Any:
@@ -319,21 +331,18 @@ class Session(_BlobModel):
         normalised = assert_session(blob, session_id)
         try:
             return cls.model_validate(normalised, context=_BLOB)
-        except ValidationError as exc:  # deeper content upstream trusts but this model types
-            error = exc.errors()[0]
-            where = ".".join(str(p) for p in error["loc"]) or "blob"
-            sid = session_id if session_id is not None else normalised.get("id")
-            raise InvalidSessionError(sid, f"{where}: {error['msg']}") from None
+        except ValidationError:  # deeper content upstream trusts unchecked: take it as it is
+            return _loose_session(normalised)
 
     # -- output ------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
         """The upstream v4 blob: camelCase, optional keys omitted, times as stored ISO text."""
-        return _dump(self)
+        return _dump(self, warnings=self._dump_warnings)
 
     def to_json_text(self) -> str:
         """Compact JSON text of `to_json()` (non-ASCII kept), as `JSON.stringify` writes it."""
-        text = self.model_dump_json(by_alias=True, exclude_none=True)
+        text = self.model_dump_json(by_alias=True, exclude_none=True, warnings=self._dump_warnings)
         if _UNLIKE_JS_NUMBER.search(text):
             # a whole float (`1.0`, `1e+16`) that JavaScript writes as `1` / `10000000000000000`
             from .fields import js_json
@@ -343,12 +352,14 @@ class Session(_BlobModel):
 
     def to_blob(self, version: int) -> dict[str, Any]:
         """What a store writes: `to_json()` with `version` set to the new version."""
-        out = _dump(self)
+        out = _dump(self, warnings=self._dump_warnings)
         out["version"] = version
         return out
 
     def copy_deep(self) -> Session:
         """An independent deep copy (what `turn()` works on); cheaper than `model_copy(deep=True)`."""
+        if not self._dump_warnings:  # parts held as read would not validate again
+            return copy.deepcopy(self)
         return type(self).model_validate(self.model_dump())
 
     def with_version(self, version: int) -> Session:
@@ -525,101 +536,36 @@ def _check_run(run: Any, i: int, fail: Any) -> dict[str, Any]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# What a turn returns
-# ---------------------------------------------------------------------------------------------
+def _loose_part(model: type[_BlobModel], raw: dict[str, Any]) -> Any:
+    """A stored part upstream keeps unchecked (an outcome line, `waiting`, `trigger`), as its
+    model when it fits, else held as read: a missing key reads None (and stays absent), a value
+    of another type is kept and written back as it is."""
+    try:
+        return model.model_validate(raw, context=_BLOB)
+    except ValidationError:
+        values = {name: None for name, info in model.model_fields.items() if info.is_required()}
+        values.update(raw)
+        return model.model_construct(**values)
 
 
-class _ResultModel(BaseModel):
-    model_config = _RESULT_CONFIG
-
-    def to_json(self) -> dict[str, Any]:
-        """camelCase JSON (datetimes as `toISOString()` text), unset optional keys omitted."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-class OutboundMessage(_ResultModel):
-    """A message to send. `kind` is 'ai' (phrased by the model) or 'verbatim'."""
-
-    text: str
-    kind: Literal["ai", "verbatim"]
-    media: dict[str, Any] | None = None
-    after_ms: int = 0
-    key: str
-    run_id: str | None = None
-    step_id: str | None = None
+def _loose_session(blob: dict[str, Any]) -> Session:
+    """A blob that passed `assert_session` but whose trusted parts do not fit the models: built
+    without validation (upstream checks nothing below the run keys `assert_session` checks)."""
+    runs = []
+    for raw in blob["runs"]:
+        values = {**raw, "trigger": _loose_part(Trigger, raw["trigger"]),
+                  "outcomes": [_loose_part(StepOutcome, line) if isinstance(line, dict) else line
+                               for line in raw["outcomes"]]}
+        if "waiting" in raw:
+            values["waiting"] = _loose_part(Waiting, raw["waiting"])
+        runs.append(Run.model_construct(**values))
+    return _LooseSession.model_construct(**{**blob, "runs": runs})
 
 
-class ScheduleEntry(_ResultModel):
-    """A wake to enqueue: `key`, `at` (aware UTC datetime), and `replaces` on silence wakes."""
+class _LooseSession(Session):
+    """A session `_loose_session` built: parts held as read are written back as read."""
 
-    key: str
-    at: datetime
-    replaces: str | None = None
-
-    @field_validator("at", mode="after")
-    @classmethod
-    def _at_is_utc(cls, at: datetime) -> datetime:
-        return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-
-    @field_serializer("at")
-    def _at_iso(self, at: datetime) -> str:
-        return to_iso(at)
-
-
-class StartedRun(_ResultModel):
-    """`result.started` item: a run started this turn (it may also have ended)."""
-
-    run_id: str
-    flow_id: str
-    anchor: str
-    dedupe_key: str
-
-
-class EndedRun(Run):
-    """`result.ended` item: the run's last state plus why it left `session.runs`."""
-
-    model_config = ConfigDict(**{**_BLOB_CONFIG, "strict": False})
-
-    reason: EndReason
-
-    @classmethod
-    def of(cls, run: Run, reason: str) -> EndedRun:
-        """The ended entry for `run` (shares its nested values; the run is gone from the session)."""
-        return cls.model_construct(**{name: getattr(run, name) for name in Run.model_fields}, reason=reason)
-
-
-class SkippedTrigger(_ResultModel):
-    """`result.skipped` item: a trigger that matched but started nothing."""
-
-    flow_id: str
-    anchor: str
-    trigger_key: str
-    code: str
-    message: str
-
-
-class Usage(_ResultModel):
-    """Summed provider token counts."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_input_tokens: int = 0
-
-
-class TurnResult(_ResultModel):
-    """What `agent.turn()` returns (engine-turn.md §1.5). `session.version` is unchanged."""
-
-    session: Session
-    changed: bool
-    messages: list[OutboundMessage] = Field(default_factory=list)
-    schedule: list[ScheduleEntry] = Field(default_factory=list)
-    outcomes: list[StepOutcome] = Field(default_factory=list)
-    started: list[StartedRun] = Field(default_factory=list)
-    ended: list[EndedRun] = Field(default_factory=list)
-    skipped: list[SkippedTrigger] = Field(default_factory=list)
-    llm_calls: int = 0
-    usage: Usage | None = None
+    _dump_warnings: ClassVar[bool] = False
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ from .advance import drain, resume
 from .decide import write_field
 from .flows import Flow
 from .jstime import from_ms, iso_to_ms, to_iso
+from .results import ScheduleEntry
 from .runs import end_run, enter, follow, park
-from .session import ScheduleEntry
 from .state import TurnState
 from .steps import ask_fixed, fixed_ready, pending_of, report_max_asks
 from .types import IDLE, Deferred, Spoken, Talk

@@ -46,7 +46,7 @@ from typing import Any
 from .flows import canonical_flow
 from .spec_common import STEP_KINDS, Registries, _problem, action_parameters, registries_of
 from .spec_schema import flow_spec_schema
-from .spec_shape import _as_flow_dict, check_flow_shape
+from .spec_shape import _as_flow_dict, _question_without_collect, check_flow_shape
 from .spec_validate import ValidationResult, check_predicate, validate_flow
 
 __all__ = [
@@ -96,6 +96,8 @@ def _branches_to_spec(branches: Any, at: str) -> Any:
 
 
 def _step_to_spec(step: Mapping[str, Any], at: str) -> dict[str, Any]:
+    if "question" in step and not step.get("collect"):
+        raise _question_without_collect(at)  # what validate_flow says of the same step
     base = {"id": step.get("id"), "label": step.get("label"), "then": step.get("then"), "ui": step.get("ui")}
     if "say" in step:
         return _compact({**base, "kind": "say", "say": step["say"], "media": step.get("media"), "once": step.get("once")})

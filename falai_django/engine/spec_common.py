@@ -32,6 +32,17 @@ def _show(value: Any) -> str:
         return repr(value)
 
 
+def _shape_value(value: Any) -> str:
+    """A value as a shape error names it: `an object`, `a list`, else its JSON (`"x"`, `5`, `null`)."""
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if callable(value):
+        return "a function"
+    return _show(value)
+
+
 def _quoted(values: Iterable[Any]) -> str:
     return ", ".join(_show(v) for v in values)
 

@@ -123,6 +123,10 @@ def flow_spec_schema(registries: Any) -> dict[str, Any]:
         _union([_closed({"when": _STRING, "then": next_}), _closed({"if": condition, "then": next_})]),
         "Early exits judged while the step is asking",
     ))
+    # a wait is judged by code, never by a model call: its branches have no `when`
+    wait_branches = _or_null(_list_of(
+        _closed({"if": condition, "then": next_}), "Early exits judged by code while the step waits",
+    ))
     base = {"id": _STRING, "label": _or_null(_STRING), "then": next_or_null}
     do_variants = [
         _closed({
@@ -149,7 +153,7 @@ def flow_spec_schema(registries: Any) -> dict[str, Any]:
         _closed({
             **base, "kind": _enum_of(["wait"]),
             "wait": {**duration, "description": "How long to wait; then = no reply in time, else = the customer replied"},
-            "businessHours": _or_null(_BOOLEAN), "else": next_or_null, "branches": branches,
+            "businessHours": _or_null(_BOOLEAN), "else": next_or_null, "branches": wait_branches,
         }),
         _closed({
             **base, "kind": _enum_of(["waitEvent"]),

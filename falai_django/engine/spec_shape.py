@@ -9,7 +9,7 @@ from typing import Any
 from .errors import FlowConfigurationError
 from .fields import is_number
 from .flows import STEP_KIND_KEYS, Flow, canonical_flow
-from .spec_common import INSTRUCTION_KINDS, ON_END, STEP_KINDS, _problem, _quoted, _show
+from .spec_common import INSTRUCTION_KINDS, ON_END, STEP_KINDS, _problem, _quoted, _shape_value, _show
 
 # --------------------------------------------------------------------------- shape checks
 
@@ -44,30 +44,31 @@ def _kinds_present(step: Mapping[str, Any]) -> list[str]:
 
 def _text(value: Any, at: str, key: str) -> None:
     if value is not None and not isinstance(value, str):
-        raise _problem(at, f"{key} is {_show(value)}, not text", f"Write {key} as a string.")
+        raise _problem(at, f"{key} is {_shape_value(value)}, not text", f"Write {key} as a string.")
 
 
 def _list(value: Any, at: str, key: str) -> None:
     if value is not None and not isinstance(value, (list, tuple)):
-        raise _problem(at, f"{key} is {_show(value)}, not a list", f"Write {key} as a list, such as [{_show(value)}].")
+        example = f", such as [{_show(value)}]" if _shape_value(value) == _show(value) else ""
+        raise _problem(at, f"{key} is {_shape_value(value)}, not a list", f"Write {key} as a list{example}.")
 
 
 def _object(value: Any, at: str, key: str) -> None:
     if value is not None and not isinstance(value, Mapping):
-        raise _problem(at, f"{key} is {_show(value)}, not an object", f"Write {key} as an object of names to values.")
+        raise _problem(at, f"{key} is {_shape_value(value)}, not an object", f"Write {key} as an object of names to values.")
 
 
 def _one_of(value: Any, options: tuple[str, ...], at: str, key: str) -> None:
     if value is not None and value not in options:
         raise _problem(
-            at, f"{key} is {_show(value)}, which is not one of {_quoted(options)}", "Pick one of the listed values."
+            at, f"{key} is {_shape_value(value)}, which is not one of {_quoted(options)}", "Pick one of the listed values."
         )
 
 
 def _pred_shape(value: Any, at: str, where: str) -> None:
     if value is not None and not callable(value) and not isinstance(value, Mapping):
         raise _problem(
-            at, f"{where} is {_show(value)}, not a condition",
+            at, f"{where} is {_shape_value(value)}, not a condition",
             "Write a condition object ({ equals }, { known }, { silenced } or a named condition) or a function.",
         )
 
@@ -82,7 +83,7 @@ def _target_shape(value: Any, at: str, where: str) -> None:
         if isinstance(value.get("flow"), str) and "step" not in value:
             return
     raise _problem(
-        at, f"{where} is {_show(value)}, not a step id or a target",
+        at, f"{where} is {_shape_value(value)}, not a step id or a target",
         'Write a step id, "end", {"step": "<id>", "clear": [...]} or {"flow": "<id>"}.',
     )
 
@@ -92,7 +93,7 @@ def _instructions_shape(value: Any, at: str, prefix: str = "") -> None:
     for i, ins in enumerate(value or ()):
         key = f"{prefix}instructions[{i}]"
         if not isinstance(ins, Mapping):
-            raise _problem(at, f"{key} is {_show(ins)}, not an object", "Write each instruction as an object with a prompt.")
+            raise _problem(at, f"{key} is {_shape_value(ins)}, not an object", "Write each instruction as an object with a prompt.")
         _one_of(ins.get("kind"), INSTRUCTION_KINDS, at, f"{key}.kind")
         _text(ins.get("prompt"), at, f"{key}.prompt")
         _pred_shape(ins.get("if"), at, f"{key}.if")
@@ -106,12 +107,19 @@ def _does_nothing(at: str) -> FlowConfigurationError:
     return _problem(at, "does nothing", "Give it one job: talk (prompt/collect), say, do, wait or if.")
 
 
+def _question_without_collect(at: str) -> FlowConfigurationError:
+    return _problem(
+        at, "has a question but collects nothing",
+        "List the fields the question asks for in collect, or send the text with a say step.",
+    )
+
+
 def check_flow_shape(flow: Any, *, empty_steps: bool = True) -> None:
     """The structural checks `from_spec` and `validate_flow` run first (no registry needed).
     `flow` must already be canonical (see `flows.canonical_flow`). With `empty_steps=False` a
     step that does nothing is left for `validate_flow`'s step pass (§9.4 item 10)."""
     if not isinstance(flow, Mapping):
-        raise _problem("flow", f"is {_show(flow)}, not an object", 'Pass the flow itself, such as {"id", "name", "steps"}.')
+        raise _problem("flow", f"is {_shape_value(flow)}, not an object", 'Pass the flow itself, such as {"id", "name", "steps"}.')
     if not isinstance(flow.get("id"), str) or flow["id"] == "":
         raise _problem("flow", "has no id", "Give the flow a short id that is unique in the agent.")
     flow_at = f'flow "{flow["id"]}"'
@@ -121,7 +129,7 @@ def check_flow_shape(flow: Any, *, empty_steps: bool = True) -> None:
     seen: set[str] = set()
     for i, step in enumerate(steps):
         if not isinstance(step, Mapping):
-            raise _problem(flow_at, f"steps[{i}] is {_show(step)}, not an object", "Write each step as an object with an id.")
+            raise _problem(flow_at, f"steps[{i}] is {_shape_value(step)}, not an object", "Write each step as an object with an id.")
         sid = step.get("id")
         if not isinstance(sid, str) or sid == "":
             raise _problem(f"{flow_at}, step #{i + 1}", "has no id", "Give every step an id of its own.")
@@ -142,7 +150,7 @@ def check_flow_shape(flow: Any, *, empty_steps: bool = True) -> None:
     for i, trigger in enumerate(flow.get("on") or ()):
         at = f"{flow_at}, trigger #{i + 1}"
         if not isinstance(trigger, Mapping):
-            raise _problem(at, f"is {_show(trigger)}, not an object", 'Write the trigger as an object such as {"message": [...]}.')
+            raise _problem(at, f"is {_shape_value(trigger)}, not an object", 'Write the trigger as an object such as {"message": [...]}.')
         for key in ("message", "mention"):
             _list(trigger.get(key), at, key)
         _object(trigger.get("extract"), at, "extract")
@@ -150,7 +158,7 @@ def check_flow_shape(flow: Any, *, empty_steps: bool = True) -> None:
         if repeat is not None and repeat not in ("once", "always") and not (
             isinstance(repeat, Mapping) and set(repeat) == {"cooldown"}
         ):
-            raise _problem(at, f"repeat is {_show(repeat)}", 'Use "once", "always" or {"cooldown": "24h"}.')
+            raise _problem(at, f"repeat is {_shape_value(repeat)}", 'Use "once", "always" or {"cooldown": "24h"}.')
         _pred_shape(trigger.get("if"), at, "if")
 
     for step in steps:
@@ -179,7 +187,7 @@ def check_flow_shape(flow: Any, *, empty_steps: bool = True) -> None:
             value = step["maxAsks"]
             whole = is_number(value) and float(value).is_integer() and value >= 1
             if not whole:
-                raise _problem(at, f"maxAsks is {_show(value)}, not a whole number of 1 or more", "Write a whole number such as 3.")
+                raise _problem(at, f"maxAsks is {_shape_value(value)}, not a whole number of 1 or more", "Write a whole number such as 3.")
         wait = step.get("wait")
         if isinstance(wait, Mapping) and not isinstance(wait.get("event"), str):
             raise _problem(at, "wait has no event", 'Write {"event": "<name>"} to wait for an event, or a duration such as "1h".')
@@ -187,14 +195,11 @@ def check_flow_shape(flow: Any, *, empty_steps: bool = True) -> None:
             _target_shape(step.get(key), at, key)
         _pred_shape(step.get("if"), at, "if")
         if "question" in step and not step.get("collect"):
-            raise _problem(
-                at, "has a question but collects nothing",
-                "List the fields the question asks for in collect, or send the text with a say step.",
-            )
+            raise _question_without_collect(at)
         for j, branch in enumerate(step.get("branches") or ()):
             key = f"branches[{j}]"
             if not isinstance(branch, Mapping):
-                raise _problem(at, f"{key} is {_show(branch)}, not an object", 'Write the branch as {"when" or "if", "then"}.')
+                raise _problem(at, f"{key} is {_shape_value(branch)}, not an object", 'Write the branch as {"when" or "if", "then"}.')
             _text(branch.get("when"), at, f"{key}.when")
             _pred_shape(branch.get("if"), at, f"{key}.if")
             if "then" not in branch:

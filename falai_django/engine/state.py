@@ -29,16 +29,8 @@ from .index import AgentIndex, agent_index
 from .jstime import from_ms, iso_to_ms, to_iso, to_ms
 from .outcomes import OUTCOME_MESSAGES
 from .predicates import PredicateContext, evaluate
-from .session import (
-    EndedRun,
-    OutboundMessage,
-    Run,
-    ScheduleEntry,
-    Session,
-    SkippedTrigger,
-    StartedRun,
-    StepOutcome,
-)
+from .results import EndedRun, OutboundMessage, ScheduleEntry, SkippedTrigger, StartedRun
+from .session import Run, Session, StepOutcome
 from .session import Trigger as RunTrigger
 from .templates import scope_of
 from .types import Talk, Understanding

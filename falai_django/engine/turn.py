@@ -41,7 +41,8 @@ from .finish import finish
 from .ingest import ingest
 from .jstime import to_iso, try_parse_iso
 from .pending import pending_wakes as _pending_wakes
-from .session import Session, TurnResult
+from .results import TurnResult
+from .session import Session
 from .settle import settle
 from .speak import speak, speak_rounds
 from .state import TurnState

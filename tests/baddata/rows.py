@@ -110,9 +110,30 @@ JSON_ONLY: list[tuple[str, str]] = [
     ("history-object", _with(_set("history", {}))),
     ("last-user-at-null", _with(_set("lastUserAt", None))),
     ("last-user-at-number", _with(_set("lastUserAt", 1758362400000))),
-    ("outcome-line-wrong-types", _with(_set("runs.0.outcomes.0.kind", 12))),
     ("3x-ilojista", legacy_3x("ilojista-signals.json")),
     ("3x-prospectar", legacy_3x("prospectar-midflow.json")),
 ]
 
 ALL_ROWS: list[tuple[str, str]] = TEXT_ONLY + JSON_ONLY
+
+# Rows upstream's `assertSession` loads: it checks nothing below the run keys, so outcome lines,
+# `waiting`, the trigger's other keys, counter values and claim values are kept as stored. Each
+# must load here too and be written back as it was read.
+_LINE = "runs.0.outcomes.0"
+UPSTREAM_LOADS: list[tuple[str, str]] = [
+    ("outcome-line-wrong-types", _with(_set(f"{_LINE}.kind", 12))),
+    ("outcome-line-without-at", _with(_drop(f"{_LINE}.at"))),
+    ("outcome-line-without-kind-and-status", _with(lambda b: [_drop(f"{_LINE}.kind")(b), _drop(f"{_LINE}.status")(b)])),
+    ("outcome-line-fraction-calls", _with(_set(f"{_LINE}.llmCalls", 1.5))),
+    ("outcome-line-detail-object", _with(_set(f"{_LINE}.detail", {"why": "x"}))),
+    ("outcome-line-not-an-object", _with(_set("runs.0.outcomes", ["a line", 7]))),
+    ("waiting-empty", _with(_set("runs.1.waiting", {}))),
+    ("waiting-without-set-at", _with(_drop("runs.1.waiting.setAt"))),
+    ("waiting-unknown-key", _with(_set("runs.1.waiting.attempt", 2))),
+    ("waiting-until-number", _with(_set("runs.1.waiting.until", 1758448800000))),
+    ("trigger-unknown-key", _with(_set("runs.0.trigger.at", "2026-09-20T10:00:00.000Z"))),
+    ("counters-not-numbers", _with(lambda b: [_set("runs.0.asked", {"orcamento": "1"})(b),
+                                              _set("runs.0.visits", {"quem": None, "porte": [1]})(b)])),
+    ("counter-negative", _with(_set("runs.0.visits.quem", -2))),
+    ("claim-unknown-key", _with(_set("claims.triagem:" + SID + ":.by", "say-once"))),
+]

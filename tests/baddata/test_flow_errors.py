@@ -140,7 +140,7 @@ CASES = [
     ("if-known-not-list", flow_with({"id": "x", "if": {"known": "nome"}}), S, "known"),
     ("if-equals-not-object", flow_with({"id": "x", "if": {"equals": ["nome"]}}), S, "equals"),
     # found by tests/fuzz/test_inputs_fuzz.py: a step `if` that is not a condition crashed with AttributeError
-    ("if-not-a-condition-list", flow_with({"id": "x", "if": []}), S, "if is [], not a condition"),
+    ("if-not-a-condition-list", flow_with({"id": "x", "if": []}), S, "if is a list, not a condition"),
     ("if-not-a-condition-text", flow_with({"id": "x", "if": "vip"}), S, 'if is "vip", not a condition'),
     ("if-not-a-condition-bool", flow_with({"id": "x", "if": True}), S, "if is true, not a condition"),
     ("if-backward-no-else", flow_with({"id": "x", "if": {"known": ["nome"]}, "then": "quem"}), S,

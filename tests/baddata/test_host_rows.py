@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # Enough variety for the host (every family), without running the whole catalogue through HTTP.
 HOST_ROWS = [(n, t) for n, t in JSON_ONLY if n in {
     "json-list", "empty-object", "v-3", "v-5", "v-text", "id-mismatch",
-    "data-list", "run-status-bad", "run-status-missing", "claims-list", "outcome-line-wrong-types",
+    "data-list", "run-status-bad", "run-status-missing", "claims-list", "run-trigger-keyless",
     "3x-ilojista", "3x-prospectar"}]
 IDS = [n for n, _ in HOST_ROWS]
 

@@ -23,7 +23,7 @@ from falai_django.stores.postgres import PostgresStore
 from falai_django.stores.redis import RedisStore
 from falai_django.stores.sqlite import SQLiteStore
 
-from .rows import ALL_ROWS, JSON_ONLY, SID
+from .rows import ALL_ROWS, JSON_ONLY, SID, UPSTREAM_LOADS
 
 
 @dataclass
@@ -164,3 +164,38 @@ def test_a_turn_never_runs_on_a_malformed_blob(name, text):
         return
     with pytest.raises(InvalidSessionError):
         migrate_session(blob, session_id=SID, flow_id_of=lambda x: x)
+
+
+def _upstream_cases():
+    for store in STORES:
+        marks = [pytest.mark.postgres] if store == "postgres" else [pytest.mark.redis] if store == "redis" else []
+        for name, text in UPSTREAM_LOADS:
+            yield pytest.param(store, text, id=f"{store}-{name}", marks=marks)
+
+
+@pytest.mark.parametrize(("store_name", "text"), list(_upstream_cases()))
+def test_a_row_upstream_loads_loads_in_every_store_and_saves_back_as_read(request, tmp_path, store_name, text):
+    import json
+
+    raw = STORES[store_name](request, tmp_path)
+    raw.put(SID, text)
+    stored = json.loads(text)
+
+    loaded = raw.store.load(SID)
+    assert loaded.to_json() == stored
+    saved = raw.store.save(loaded, 3)
+    assert saved.version == 4
+    again = raw.store.load(SID)
+    assert again.to_json() == {**stored, "version": 4}
+    assert again.copy_deep().to_json() == again.to_json()
+
+
+@pytest.mark.parametrize("name,text", UPSTREAM_LOADS, ids=[n for n, _ in UPSTREAM_LOADS])
+def test_from_json_and_from_json_text_load_what_upstream_loads(name, text):
+    import json
+
+    blob = json.loads(text)
+    for session in (Session.from_json_text(text, SID), Session.from_json(json.loads(text), SID)):
+        assert session.to_json() == blob
+        assert json.loads(session.to_json_text()) == blob
+        assert session.to_blob(9) == {**blob, "version": 9}

@@ -185,6 +185,28 @@ def test_to_spec_talk_step_without_prompt_or_collect():
     )
 
 
+@pytest.mark.parametrize("step", [
+    {"id": "a", "prompt": "Cumprimente.", "question": "Qual é o seu nome?"},
+    {"id": "a", "collect": [], "question": "Qual é o seu nome?"},
+    {"id": "a", "question": "Qual é o seu nome?"},
+])
+def test_to_spec_refuses_a_question_that_collects_nothing_as_validate_flow_does(step):
+    flow = {"id": "x", "name": "X", "steps": [step]}
+    with pytest.raises(FlowConfigurationError) as by_validate:
+        validate_flow(flow, REGISTRIES)
+    with pytest.raises(FlowConfigurationError) as by_to_spec:
+        to_spec(flow)
+    assert str(by_to_spec.value).startswith(
+        '[FlowConfigurationError] flow "x", step "a": has a question but collects nothing. '
+    )
+    assert str(by_to_spec.value) == str(by_validate.value)
+
+
+def test_to_spec_keeps_a_question_that_collects_something():
+    step = {"id": "a", "collect": ["nome"], "question": "Qual é o seu nome?"}
+    assert to_spec({"id": "x", "name": "X", "steps": [step]})["steps"] == [{**step, "kind": "collect"}]
+
+
 def test_from_spec_requires_a_steps_list():
     with pytest.raises(FlowConfigurationError) as err:
         from_spec({"id": "x", "name": "X", "steps": None})
@@ -260,6 +282,28 @@ def test_schema_rejects_what_a_model_must_not_write():
     extra = copy.deepcopy(TRIAGEM_SPEC)
     extra["steps"][4]["ui"] = {}
     assert not validator.is_valid(extra)
+
+
+def _wait_step(branch):
+    return {"id": "w", "kind": "wait", "label": None, "then": None, "wait": "1h", "businessHours": None,
+            "else": None, "branches": [branch]}
+
+
+def test_schema_wait_branches_take_if_and_then_only():
+    validator = jsonschema.Draft202012Validator(flow_spec_schema(REGISTRIES))
+    spec = copy.deepcopy(TRIAGEM_SPEC)
+    if_branch = {"if": {"equals": None, "known": ["nome"], "silenced": None, "vip": None}, "then": "end"}
+    spec["steps"] = [_wait_step(if_branch)]
+    validator.validate(spec)
+    spec["steps"] = [_wait_step({"when": "o cliente disse não", "then": "end"})]
+    assert not validator.is_valid(spec)
+    spec["steps"] = [_wait_step({**if_branch, "when": "o cliente disse não"})]
+    assert not validator.is_valid(spec)
+    # a talk step still takes a `when` branch
+    talk = {"id": "p", "kind": "prompt", "label": None, "then": None, "prompt": "Oi",
+            "branches": [{"when": "o cliente disse não", "then": "end"}]}
+    spec["steps"] = [talk]
+    validator.validate(spec)
 
 
 def _variants(schema):

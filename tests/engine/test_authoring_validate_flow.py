@@ -328,31 +328,31 @@ def test_first_problem_wins():
 @pytest.mark.parametrize(
     ("f", "where_what"),
     [
-        (flow(on={"message": []}), 'flow "f": on is {"message":[]}, not a list'),
+        (flow(on={"message": []}), 'flow "f": on is an object, not a list'),
         (flow(collect="nome"), 'flow "f": collect is "nome", not a list'),
         (flow(clearOnStart="nome"), 'flow "f": clearOnStart is "nome", not a list'),
         (flow(tools="buscar"), 'flow "f": tools is "buscar", not a list'),
-        (flow(instructions={"prompt": "x"}), 'flow "f": instructions is {"prompt":"x"}, not a list'),
+        (flow(instructions={"prompt": "x"}), 'flow "f": instructions is an object, not a list'),
         (flow(description=42), 'flow "f": description is 42, not text'),
-        (flow(anchor=["lead"]), 'flow "f": anchor is ["lead"], not text'),
+        (flow(anchor=["lead"]), 'flow "f": anchor is a list, not text'),
         (flow(onEnd="restart"), 'flow "f": onEnd is "restart", which is not one of "end", "stay", "reset"'),
         (flow(instructions=[{"prompt": "x", "kind": "may"}]), 'flow "f": instructions[0].kind is "may", which is not one of "must", "never", "should"'),
         (flow(on=[{"message": "oi"}]), 'flow "f", trigger #1: message is "oi", not a list'),
         (flow(on=[{"mention": "oi"}]), 'flow "f", trigger #1: mention is "oi", not a list'),
         (flow(on=[{"message": [], "repeat": "never"}]), 'flow "f", trigger #1: repeat is "never"'),
-        (flow(on=[{"mention": ["x"], "extract": ["trecho"]}]), 'flow "f", trigger #1: extract is ["trecho"], not an object'),
+        (flow(on=[{"mention": ["x"], "extract": ["trecho"]}]), 'flow "f", trigger #1: extract is a list, not an object'),
         (flow({"id": "s", "say": 42}), 'flow "f", step "s": say is 42, not text'),
-        (flow({"id": "s", "prompt": ["x"]}), 'flow "f", step "s": prompt is ["x"], not text'),
+        (flow({"id": "s", "prompt": ["x"]}), 'flow "f", step "s": prompt is a list, not text'),
         (flow({"id": "s", "collect": ["nome"], "question": 1}), 'flow "f", step "s": question is 1, not text'),
         (flow({"id": "s", "collect": "nome"}), 'flow "f", step "s": collect is "nome", not a list'),
-        (flow({"id": "s", "prompt": "x", "branches": {"when": "w"}}), 'flow "f", step "s": branches is {"when":"w"}, not a list'),
+        (flow({"id": "s", "prompt": "x", "branches": {"when": "w"}}), 'flow "f", step "s": branches is an object, not a list'),
         (flow({"id": "s", "prompt": "x", "tools": "buscar"}), 'flow "f", step "s": tools is "buscar", not a list'),
         (flow({"id": "s", "collect": ["nome"], "maxAsks": "3"}), 'flow "f", step "s": maxAsks is "3", not a whole number of 1 or more'),
         (flow({"id": "s", "collect": ["nome"], "maxAsks": 0}), 'flow "f", step "s": maxAsks is 0, not a whole number of 1 or more'),
         (flow({"id": "s", "collect": ["nome"], "maxAsks": 1.5}), 'flow "f", step "s": maxAsks is 1.5, not a whole number of 1 or more'),
         (flow({"id": "s", "wait": {"upTo": "1d"}}), 'flow "f", step "s": wait has no event'),
         (flow({"id": "s", "prompt": "x", "then": 5}), 'flow "f", step "s": then is 5, not a step id or a target'),
-        (flow({"id": "s", "if": {}, "else": {"x": 1}}), 'flow "f", step "s": else is {"x":1}, not a step id or a target'),
+        (flow({"id": "s", "if": {}, "else": {"x": 1}}), 'flow "f", step "s": else is an object, not a step id or a target'),
         (flow({"id": "s", "prompt": "x", "then": {"step": "s", "clear": "nome"}}), 'flow "f", step "s": then.clear is "nome", not a list'),
         (flow({"id": "s", "do": "ping", "with": "x"}), 'flow "f", step "s": with is "x", not an object'),
         (flow({"id": "s", "prompt": "x", "question": "Qual?"}), 'flow "f", step "s": has a question but collects nothing'),
@@ -361,6 +361,53 @@ def test_first_problem_wins():
 )
 def test_shape_families(f, where_what):
     assert_error(f, where_what)
+
+
+OBJ = {"a": {"b": 1}}
+
+
+@pytest.mark.parametrize(
+    ("f", "where_what"),
+    [
+        (flow(on=OBJ), 'flow "f": on is an object, not a list'),
+        (flow(collect=OBJ), 'flow "f": collect is an object, not a list'),
+        (flow(name=OBJ), 'flow "f": name is an object, not text'),
+        (flow(description=["x"]), 'flow "f": description is a list, not text'),
+        (flow(onEnd=OBJ), 'flow "f": onEnd is an object, which is not one of "end", "stay", "reset"'),
+        (flow(onEnd=["end"]), 'flow "f": onEnd is a list, which is not one of "end", "stay", "reset"'),
+        (flow(onEnd="restart"), 'flow "f": onEnd is "restart", which is not one of "end", "stay", "reset"'),
+        (flow(instructions=[["x"]]), 'flow "f": instructions[0] is a list, not an object'),
+        (flow(instructions=[{"prompt": OBJ}]), 'flow "f": instructions[0].prompt is an object, not text'),
+        (flow(instructions=[{"prompt": "x", "kind": OBJ}]),
+         'flow "f": instructions[0].kind is an object, which is not one of "must", "never", "should"'),
+        (flow(steps=[["x"]]), 'flow "f": steps[0] is a list, not an object'),
+        (flow(on=[["message"]]), 'flow "f", trigger #1: is a list, not an object'),
+        (flow(on=[{"message": OBJ}]), 'flow "f", trigger #1: message is an object, not a list'),
+        (flow(on=[{"message": [], "repeat": {"cooldown": "1h", "x": 1}}]), 'flow "f", trigger #1: repeat is an object'),
+        (flow(on=[{"message": [], "repeat": ["once"]}]), 'flow "f", trigger #1: repeat is a list'),
+        (flow({"id": "s", "say": OBJ}), 'flow "f", step "s": say is an object, not text'),
+        (flow({"id": "s", "collect": ["nome"], "question": OBJ}), 'flow "f", step "s": question is an object, not text'),
+        (flow({"id": "s", "collect": OBJ}), 'flow "f", step "s": collect is an object, not a list'),
+        (flow({"id": "s", "prompt": "x", "maxAsks": OBJ}), 'flow "f", step "s": maxAsks is an object, not a whole number of 1 or more'),
+        (flow({"id": "s", "prompt": "x", "maxAsks": [3]}), 'flow "f", step "s": maxAsks is a list, not a whole number of 1 or more'),
+        (flow({"id": "s", "prompt": "x", "then": ["end"]}), 'flow "f", step "s": then is a list, not a step id or a target'),
+        (flow({"id": "s", "prompt": "x", "then": {"step": "s", "clear": OBJ}}), 'flow "f", step "s": then.clear is an object, not a list'),
+        (flow({"id": "s", "do": "ping", "with": ["x"]}), 'flow "f", step "s": with is a list, not an object'),
+        (flow({"id": "s", "prompt": "x", "branches": [["x"]]}), 'flow "f", step "s": branches[0] is a list, not an object'),
+        (flow({"id": "s", "prompt": "x", "branches": [{"when": OBJ, "then": "end"}]}),
+         'flow "f", step "s": branches[0].when is an object, not text'),
+        (flow({"id": "s", "if": ["vip"]}), 'flow "f", step "s": if is a list, not a condition'),
+    ],
+)
+def test_shape_errors_name_objects_and_lists_instead_of_printing_them(f, where_what):
+    assert_error(f, where_what)
+    text = message_of(f)
+    assert '{"' not in text.split(". ")[0] and '"b"' not in text
+
+
+def test_a_list_fix_quotes_a_scalar_example_but_never_an_object():
+    assert message_of(flow(collect="nome")).endswith('Write collect as a list, such as ["nome"].')
+    assert message_of(flow(on=OBJ)).endswith("Write on as a list.")
 
 
 # --------------------------------------------------------------------------- warnings

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from falai_django.engine.errors import FlowConfigurationError
-from falai_django.engine.session import ScheduleEntry
+from falai_django.engine.results import ScheduleEntry
 from falai_django.testing import MemoryScheduler, fake_clock
 
 

@@ -7,20 +7,16 @@ from datetime import UTC, datetime, timedelta, timezone
 
 from falai_django import Session as PublicSession
 from falai_django import assistant_message, migrate_session, user_message
-from falai_django.engine.session import (
+from falai_django.engine.results import (
     EndedRun,
     OutboundMessage,
-    Run,
     ScheduleEntry,
-    Session,
     SkippedTrigger,
     StartedRun,
-    StepOutcome,
-    Trigger,
     TurnResult,
     Usage,
-    dumps_json,
 )
+from falai_django.engine.session import Run, Session, StepOutcome, Trigger, dumps_json
 
 
 def test_public_names_resolve():

@@ -140,3 +140,104 @@ def test_normalisation_drops_what_upstream_drops(blob):
 ])
 def test_describe_names_values_like_upstream(value, text):
     assert (describe() if value is ... else describe(value)) == text
+
+
+# --------------------------------------------------------------------------- loads what upstream loads
+
+def _every_optional_field() -> dict:
+    """A blob with every optional key of the session, a run, its trigger, `waiting` and a line."""
+    line = {"runId": "r#1", "flowId": "r", "stepId": "a", "key": "r#1:a:1", "kind": "do", "status": "deferred",
+            "code": "action-deferred", "message": "Deferred.", "detail": "later", "next": "b",
+            "until": "2026-09-21T10:00:00.000Z", "at": "2026-09-20T10:00:00.000Z", "llmCalls": 2}
+    run = {"id": "r#1", "flowId": "r", "anchor": "lead:1", "dedupeKey": "r:lead:1:", "stepId": "a",
+           "status": "waiting", "trigger": {"kind": "event", "key": "k1", "payload": {"lead": {"id": 1}}},
+           "input": [1, "x", None], "hop": 2, "startedAt": "2026-09-20T10:00:00.000Z",
+           "suspendedAt": "2026-09-20T10:00:30.000Z", "staying": True,
+           "waiting": {"kind": "event", "key": "r#1:a:1", "until": "2026-10-20T10:00:00.000Z",
+                       "setAt": "2026-09-20T10:00:00.000Z", "event": "pago"},
+           "asked": {"nome": 3}, "visits": {"a": 1}, "outcomes": [line]}
+    return {"id": "s1", "v": 4, "version": 7, "data": {"nome": "Ana", "x": None}, "runs": [run],
+            "claims": {"r:lead:1:": {"at": "2026-09-20T10:00:00.000Z"}}, "inputs": ["m1"],
+            "metadata": {"tenant": {"id": 3}}, "lastUserAt": "2026-09-20T10:00:00.000Z",
+            "lastAssistantAt": "2026-09-20T10:00:01.000Z",
+            "history": [{"role": "user", "content": "oi"}, {"role": "tool", "content": {"a": 1}}]}
+
+
+def test_a_blob_with_every_optional_field_round_trips_byte_for_byte():
+    blob = _every_optional_field()
+    text = json.dumps(blob, separators=(",", ":"), ensure_ascii=False)
+    for session in (Session.from_json(copy.deepcopy(blob), "s1"), Session.from_json_text(text, "s1")):
+        assert session.to_json() == blob
+        assert session.to_json_text() == text
+        assert session.copy_deep().to_json() == blob
+        assert type(session) is Session  # the fast path took it
+
+
+@pytest.mark.parametrize(("path", "value"), [
+    ("runs.0.outcomes.0.kind", 12),
+    ("runs.0.outcomes.0.at", ...),
+    ("runs.0.outcomes.0.llmCalls", 1.5),
+    ("runs.0.outcomes.0", "a line"),
+    ("runs.0.waiting", {}),
+    ("runs.0.waiting.setAt", ...),
+    ("runs.0.waiting.until", 5),
+    ("runs.0.asked.nome", "3"),
+    ("runs.0.visits.a", None),
+])
+def test_what_upstream_trusts_unchecked_loads_and_is_written_back_as_read(path, value):
+    blob = broken(_every_optional_field(), path, value)
+    for session in (Session.from_json(copy.deepcopy(blob), "s1"), Session.from_json_text(json.dumps(blob), "s1")):
+        assert session.to_json() == blob
+        assert json.loads(session.to_json_text()) == blob
+        copied = session.copy_deep()
+        assert copied.to_json() == blob and copied is not session
+        copied.runs[0].asked["novo"] = 1
+        assert "novo" not in session.runs[0].asked
+
+
+@pytest.mark.parametrize("path", ["runs.0.waiting.attempt", "runs.0.trigger.at", "claims.r:lead:1:.by"])
+def test_unknown_keys_inside_kept_parts_are_written_back(path):
+    # upstream keeps outcome lines, `waiting`, `trigger` and claim values as stored objects
+    blob = broken(_every_optional_field(), path, {"any": ["thing"]})
+    text = json.dumps(blob, separators=(",", ":"), ensure_ascii=False)
+    assert Session.from_json(copy.deepcopy(blob), "s1").to_json() == blob
+    assert Session.from_json_text(text, "s1").to_json_text() == text
+
+
+@pytest.mark.parametrize("odd", [None, ("runs.0.waiting.until", 5)])
+def test_an_unknown_key_on_an_outcome_line_is_dropped(odd):
+    # a deliberate deviation (docs/DECISIONS.md A12): the line loads, the key is not kept
+    blob = broken(_every_optional_field(), "runs.0.outcomes.0.label", "Quem é")
+    if odd is not None:
+        blob = broken(blob, *odd)
+    expected = broken(blob, "runs.0.outcomes.0.label")
+    assert Session.from_json(copy.deepcopy(blob), "s1").to_json() == expected
+    assert Session.from_json_text(json.dumps(blob), "s1").to_json() == expected
+
+
+@pytest.mark.parametrize("path", ["runs.0.input", "runs.0.trigger.payload", "runs.0.outcomes.0.detail",
+                                  "runs.0.waiting.until"])
+def test_a_null_optional_key_reads_as_absent(path):
+    blob = broken(_every_optional_field(), path, None)
+    for session in (Session.from_json(copy.deepcopy(blob), "s1"), Session.from_json_text(json.dumps(blob), "s1")):
+        assert session.to_json() == broken(_every_optional_field(), path)
+
+
+def test_a_loosely_loaded_session_goes_through_turns(blob):
+    from falai_django import falai
+    from falai_django.testing import fake_clock, mock_provider
+
+    odd = broken(broken(broken(blob, "runs.0.outcomes.0.kind", 12), "runs.1.waiting.attempt", 1),
+                 "runs.1.visits.w1", "1")
+    session = Session.from_json(odd, "s1")
+    f = falai().fields({"nome": {"type": "string", "ask": "Pergunte o nome."}})
+    flow = f.flow({"id": "retomar", "name": "R", "steps": [{"id": "p1", "say": "oi"}, {"id": "w1", "wait": "1d"},
+                                                          {"id": "p2", "say": "tchau"}]})
+    agent = f.agent(name="Ana", flows=[flow], clock=fake_clock("2026-09-21T12:00:00.000Z"), idle="silent",
+                    provider=mock_provider(understand=[{}], speak=[]))
+    r = agent.turn(session_id="s1", message="oi", id="m9", session=session, history=[])
+    kept = r.session.to_json()["runs"][0]
+    assert kept["waiting"] == odd["runs"][1]["waiting"] and kept["visits"] == {"p1": 1, "w1": "1"}
+    woke = agent.turn(session_id="s1", wake=odd["runs"][1]["waiting"]["key"],
+                      session=Session.from_json(r.session.to_json(), "s1"), history=[])
+    assert "no-reply" in [o.code for o in woke.outcomes]  # the wake found its run by the kept key

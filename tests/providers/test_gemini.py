@@ -588,3 +588,115 @@ def test_async_idle_timeout_and_drop_are_classified(gemini_server, make_gemini):
         return found
 
     assert asyncio.run(kinds()) == ["timeout", "network"]
+
+
+def _no_threads(monkeypatch):
+    """Make every way of running the call in a worker thread fail loudly."""
+    import threading
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the async twin used a thread")
+
+    loop_thread = threading.current_thread()
+    start = threading.Thread.start
+
+    def start_elsewhere(thread):  # the fake server's own handler threads may start
+        if threading.current_thread() is loop_thread:
+            refuse()
+        return start(thread)
+
+    monkeypatch.setattr(asyncio, "to_thread", refuse)
+    monkeypatch.setattr(asyncio.BaseEventLoop, "run_in_executor", refuse)
+    monkeypatch.setattr(threading.Thread, "start", start_elsewhere)
+
+
+def _spy_calls(provider, monkeypatch) -> list[str]:
+    """Which SDK client ran the request: 'aio' (native async) or 'sync'."""
+    calls: list[str] = []
+    aio_models, sync_models = provider._client.aio.models, provider._client.models
+    aio_stream, sync_stream = aio_models.generate_content_stream, sync_models.generate_content_stream
+
+    async def aio_spy(**kwargs):
+        calls.append("aio")
+        return await aio_stream(**kwargs)
+
+    def sync_spy(**kwargs):
+        calls.append("sync")
+        return sync_stream(**kwargs)
+
+    monkeypatch.setattr(aio_models, "generate_content_stream", aio_spy)
+    monkeypatch.setattr(sync_models, "generate_content_stream", sync_spy)
+    return calls
+
+
+def test_async_twins_use_the_sdk_async_client_and_no_thread(gemini_server, make_gemini, monkeypatch):
+    provider = make_gemini(retries=1)
+    calls = _spy_calls(provider, monkeypatch)
+    gemini_server.stream_text(envelope("sem thread"), 2, usage=USAGE)
+    gemini_server.error(503, error_body(503, "UNAVAILABLE", "overloaded"))
+    gemini_server.stream_text(envelope("de novo"), 4)
+
+    async def run():
+        _no_threads(monkeypatch)
+        out = await provider.agenerate_message(speak_input())
+        chunks = [c async for c in provider.agenerate_message_stream(speak_input())]
+        return out, chunks
+
+    out, chunks = asyncio.run(run())
+    monkeypatch.undo()
+    assert out.structured["message"] == "sem thread" and out.metadata["tokensUsed"] == 155
+    assert chunks[-1].structured["message"] == "de novo" and len(chunks) >= 3
+    assert calls == ["aio", "aio", "aio"]  # one answer, then a 503 retried, all on the async client
+    assert all(r.stream for r in gemini_server.requests)  # the same SSE endpoint as the sync path
+
+
+@pytest.mark.parametrize(("status", "reason", "kind", "requests"), [
+    (401, "UNAUTHENTICATED", "auth", 1),
+    (403, "PERMISSION_DENIED", "auth", 1),
+    (400, "INVALID_ARGUMENT", "invalid", 1),
+    (404, "NOT_FOUND", "model", 1),
+    (429, "RESOURCE_EXHAUSTED", "rate", 3),
+    (500, "INTERNAL", "overload", 3),
+    (503, "UNAVAILABLE", "overload", 3),
+])
+def test_async_failures_are_classified_and_retried_as_the_sync_path(gemini_server, make_gemini, sleeps,
+                                                                    status, reason, kind, requests):
+    def attempt(call):
+        gemini_server.requests.clear()
+        sleeps.clear()
+        for _ in range(3):
+            gemini_server.error(status, error_body(status, reason, "nope"))
+        with pytest.raises(ProviderError) as caught:
+            call()
+        while gemini_server.replies:  # what the call did not use
+            gemini_server.replies.pop()
+        return caught.value.kind, caught.value.status, len(gemini_server.requests), len(sleeps)
+
+    provider = make_gemini(retries=2)
+    sync = attempt(lambda: provider.generate_message(speak_input()))
+    native = attempt(lambda: asyncio.run(provider.agenerate_message(speak_input())))
+    streamed = attempt(lambda: asyncio.run(_drain(provider.agenerate_message_stream(speak_input()))))
+    assert sync == native == streamed
+    assert sync[0] == kind and sync[2] == requests
+
+
+async def _drain(stream):
+    return [chunk async for chunk in stream]
+
+
+def test_async_call_can_be_cancelled_mid_request(gemini_server, make_gemini):
+    provider = make_gemini(retries=0, timeout_ms=10_000)
+    gemini_server.push(Reply(chunks=text_chunks(envelope("tarde demais"), 1), delay_s=2.0))
+    gemini_server.stream_text(envelope("depois"), 1)
+
+    async def run():
+        task = asyncio.create_task(provider.agenerate_message(speak_input()))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return asyncio.get_running_loop().time() - started
+
+    assert asyncio.run(run()) < 1.0  # the request was abandoned, not waited out
+    assert provider.generate_message(speak_input()).structured["message"] == "depois"

@@ -1,0 +1,106 @@
+"""What a turn returns: `TurnResult` and its parts (messages, schedule entries, started and
+ended runs, skipped triggers, usage). Plain data; `to_json()` writes upstream's camelCase."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+
+from .jstime import to_iso
+from .session import _BLOB_CONFIG, _RESULT_CONFIG, EndReason, Run, Session, StepOutcome
+
+
+class _ResultModel(BaseModel):
+    model_config = _RESULT_CONFIG
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase JSON (datetimes as `toISOString()` text), unset optional keys omitted."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class OutboundMessage(_ResultModel):
+    """A message to send. `kind` is 'ai' (phrased by the model) or 'verbatim'."""
+
+    text: str
+    kind: Literal["ai", "verbatim"]
+    media: dict[str, Any] | None = None
+    after_ms: int = 0
+    key: str
+    run_id: str | None = None
+    step_id: str | None = None
+
+
+class ScheduleEntry(_ResultModel):
+    """A wake to enqueue: `key`, `at` (aware UTC datetime), and `replaces` on silence wakes."""
+
+    key: str
+    at: datetime
+    replaces: str | None = None
+
+    @field_validator("at", mode="after")
+    @classmethod
+    def _at_is_utc(cls, at: datetime) -> datetime:
+        return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+    @field_serializer("at")
+    def _at_iso(self, at: datetime) -> str:
+        return to_iso(at)
+
+
+class StartedRun(_ResultModel):
+    """`result.started` item: a run started this turn (it may also have ended)."""
+
+    run_id: str
+    flow_id: str
+    anchor: str
+    dedupe_key: str
+
+
+class EndedRun(Run):
+    """`result.ended` item: the run's last state plus why it left `session.runs`."""
+
+    model_config = ConfigDict(**{**_BLOB_CONFIG, "strict": False})
+
+    reason: EndReason
+
+    @classmethod
+    def of(cls, run: Run, reason: str) -> EndedRun:
+        """The ended entry for `run` (shares its nested values; the run is gone from the session)."""
+        return cls.model_construct(**{name: getattr(run, name) for name in Run.model_fields}, reason=reason)
+
+
+class SkippedTrigger(_ResultModel):
+    """`result.skipped` item: a trigger that matched but started nothing."""
+
+    flow_id: str
+    anchor: str
+    trigger_key: str
+    code: str
+    message: str
+
+
+class Usage(_ResultModel):
+    """Summed provider token counts."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_input_tokens: int = 0
+
+
+class TurnResult(_ResultModel):
+    """What `agent.turn()` returns (engine-turn.md §1.5). `session.version` is unchanged."""
+
+    session: Session
+    changed: bool
+    messages: list[OutboundMessage] = Field(default_factory=list)
+    schedule: list[ScheduleEntry] = Field(default_factory=list)
+    outcomes: list[StepOutcome] = Field(default_factory=list)
+    started: list[StartedRun] = Field(default_factory=list)
+    ended: list[EndedRun] = Field(default_factory=list)
+    skipped: list[SkippedTrigger] = Field(default_factory=list)
+    llm_calls: int = 0
+    usage: Usage | None = None
+
+
