@@ -90,18 +90,33 @@ def _sizes() -> dict[str, Any]:
 
 
 def _label(statement: str) -> str:
-    """`VERB table` for a statement (the first table after FROM / INTO / UPDATE)."""
-    from bench.hostbench.sqltext import is_transaction_control
+    """`VERB table` for a statement (the first table after FROM / INTO / UPDATE); a writable CTE
+    lists its parts: `WITH [INSERT falai_turn, SELECT agent_sessions, ...]`."""
+    from bench.hostbench.sqltext import is_transaction_control, strip_literals
 
-    text = " ".join(statement.split())
+    text = " ".join(strip_literals(statement).split())
     if is_transaction_control(text):
         return text.split()[0].upper()
     verb = text.split()[0].upper() if text else "?"
     if re.fullmatch(r"SELECT 1", text, re.IGNORECASE):
         return "SELECT 1 (health check)"
-    found = re.search(r'\b(?:FROM|INTO|UPDATE)\s+"?([A-Za-z_][A-Za-z0-9_.]*)"?', text, re.IGNORECASE)
     if verb == "SELECT" and re.search(r"pg_(?:try_)?advisory", text):
         return "SELECT advisory lock"
+    if verb == "WITH":
+        parts = []
+        for m in re.finditer(r'\b(INSERT\s+INTO|DELETE\s+FROM|(?<!DO )UPDATE|FROM)\s+"?([A-Za-z_][\w.]*)"?', text,
+                             re.IGNORECASE):
+            kind = m.group(1).split()[0].upper()
+            kind = "SELECT" if kind == "FROM" else kind
+            if m.group(2).lower() in ("s", "t", "h", "w", "x", "only", "jsonb_to_recordset", "unnest"):
+                continue  # the CTE's own names, the recordset of a bulk insert
+            label = f"{kind} {m.group(2)}"
+            if label not in parts and not (kind == "SELECT" and any(p.endswith(f" {m.group(2)}") for p in parts)):
+                parts.append(label)
+        if "pg_notify" in text:
+            parts.append("NOTIFY")
+        return f"WITH [{', '.join(parts)}]"
+    found = re.search(r'\b(?:FROM|INTO|UPDATE)\s+"?([A-Za-z_][A-Za-z0-9_.]*)"?', text, re.IGNORECASE)
     return f"{verb} {found.group(1)}" if found else verb
 
 
