@@ -29,13 +29,15 @@ class Session(models.Model):
     updated_at = models.DateTimeField(_("updated at"), db_default=Now())
 
     # Derived from the blob on every save (never written by hand).
-    asking_flow = models.CharField(_("asking flow"), max_length=255, null=True, blank=True, db_index=True)
-    asking_step = models.CharField(_("asking step"), max_length=255, null=True, blank=True, db_index=True)
-    waiting_until = models.DateTimeField(_("waiting until"), null=True, blank=True, db_index=True)
-    silenced_reason = models.CharField(_("silenced reason"), max_length=255, null=True, blank=True, db_index=True)
-    human_owner = models.CharField(_("human owner"), max_length=255, null=True, blank=True, db_index=True)
-    last_user_at = models.DateTimeField(_("last user message at"), null=True, blank=True, db_index=True)
-    last_assistant_at = models.DateTimeField(_("last assistant message at"), null=True, blank=True, db_index=True)
+    # Indexed only where the admin filters or sorts (Meta.indexes): every index is written on each
+    # turn's save, so the list is kept short and the rare values (handoff) are partial indexes.
+    asking_flow = models.CharField(_("asking flow"), max_length=255, null=True, blank=True)
+    asking_step = models.CharField(_("asking step"), max_length=255, null=True, blank=True)
+    waiting_until = models.DateTimeField(_("waiting until"), null=True, blank=True)
+    silenced_reason = models.CharField(_("silenced reason"), max_length=255, null=True, blank=True)
+    human_owner = models.CharField(_("human owner"), max_length=255, null=True, blank=True)
+    last_user_at = models.DateTimeField(_("last user message at"), null=True, blank=True)
+    last_assistant_at = models.DateTimeField(_("last assistant message at"), null=True, blank=True)
     run_count = models.IntegerField(_("live runs"), null=True, blank=True)
 
     # Per-conversation send lease: only one worker sends a conversation's messages at a time.
@@ -45,6 +47,14 @@ class Session(models.Model):
         db_table = "agent_sessions"
         verbose_name = _("session")
         verbose_name_plural = _("sessions")
+        indexes = [
+            models.Index(fields=["-last_user_at"], name="falai_sess_last_user"),
+            models.Index(fields=["asking_flow"], name="falai_sess_asking",
+                         condition=models.Q(asking_flow__isnull=False)),
+            models.Index(fields=["silenced_reason"], name="falai_sess_silenced",
+                         condition=models.Q(silenced_reason__isnull=False)),
+            models.Index(fields=["human_owner"], name="falai_sess_owner", condition=models.Q(human_owner__isnull=False)),
+        ]
 
     def __str__(self) -> str:
         return self.id
@@ -88,13 +98,13 @@ class History(models.Model):
         SENT = "sent", _("sent")
         FAILED = "failed", _("failed")
 
-    conversation = models.ForeignKey(
-        Session, on_delete=models.CASCADE, related_name="history", verbose_name=_("conversation")
+    conversation = models.ForeignKey(  # indexed by (conversation, id) below
+        Session, on_delete=models.CASCADE, related_name="history", verbose_name=_("conversation"), db_index=False
     )
     role = models.CharField(_("role"), max_length=16, choices=Role.choices)
     content = models.TextField(_("content"), blank=True)
     message_key = models.CharField(_("message key"), max_length=1024, null=True, blank=True)
-    at = models.DateTimeField(_("time"), db_index=True)
+    at = models.DateTimeField(_("time"))
     turn = models.ForeignKey(
         "TurnRecord", on_delete=models.SET_NULL, null=True, blank=True, related_name="items", verbose_name=_("turn")
     )
@@ -108,7 +118,7 @@ class History(models.Model):
     emission_key = models.CharField(_("emission key"), max_length=1536, null=True, blank=True)
     idempotency_key = models.CharField(_("idempotency key"), max_length=64, null=True, blank=True)
     send_status = models.CharField(
-        _("send status"), max_length=16, choices=SendStatus.choices, null=True, blank=True, db_index=True
+        _("send status"), max_length=16, choices=SendStatus.choices, null=True, blank=True
     )
     send_attempts = models.IntegerField(_("send attempts"), default=0)
     next_attempt_at = models.DateTimeField(_("next attempt at"), null=True, blank=True)
@@ -131,7 +141,12 @@ class History(models.Model):
                 name="falai_history_unique_emission",
             ),
         ]
-        indexes = [models.Index(fields=["conversation", "id"], name="falai_hist_conv_id")]
+        indexes = [
+            models.Index(fields=["conversation", "id"], name="falai_hist_conv_id"),
+            # the outbox: only the rows still to send are in it
+            models.Index(fields=["conversation", "id"], name="falai_hist_unsent",
+                         condition=models.Q(send_status__in=["pending", "sending"])),
+        ]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
@@ -174,8 +189,8 @@ class Wake(models.Model):
         QUEUED = "queued", _("queued")  # handed to django-q2, not fired yet
         DONE = "done", _("done")  # fired (honoured or dropped as stale)
 
-    conversation = models.ForeignKey(
-        Session, on_delete=models.CASCADE, related_name="wakes", verbose_name=_("conversation")
+    conversation = models.ForeignKey(  # indexed by the unique (conversation, key)
+        Session, on_delete=models.CASCADE, related_name="wakes", verbose_name=_("conversation"), db_index=False
     )
     key = models.CharField(_("key"), max_length=1024)
     at = models.DateTimeField(_("due at"))
@@ -214,7 +229,7 @@ class TurnRecord(models.Model):
         RETRY = "retry", _("waiting to retry")  # provider failed; retried later
         FAILED = "failed", _("failed")  # gave up; see error
 
-    conversation_id = models.CharField(_("session id"), max_length=255, db_index=True)
+    conversation_id = models.CharField(_("session id"), max_length=255)  # indexed with id below
     kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices)
     input_key = models.CharField(_("input key"), max_length=1024)
     input = models.JSONField(_("input"))
@@ -223,7 +238,7 @@ class TurnRecord(models.Model):
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     attempts = models.IntegerField(_("attempts"), default=0)
     replays = models.IntegerField(_("replays"), default=0)
-    next_attempt_at = models.DateTimeField(_("next attempt at"), null=True, blank=True, db_index=True)
+    next_attempt_at = models.DateTimeField(_("next attempt at"), null=True, blank=True)  # in falai_turn_retry
     error = models.TextField(_("error"), blank=True, default="")
     version = models.IntegerField(_("saved version"), null=True, blank=True)
     started = models.JSONField(_("runs started"), default=list, blank=True)
@@ -239,7 +254,10 @@ class TurnRecord(models.Model):
         ordering = ["-id"]
         verbose_name = _("turn")
         verbose_name_plural = _("turns")
-        indexes = [models.Index(fields=["status", "next_attempt_at"], name="falai_turn_retry")]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="falai_turn_retry"),
+            models.Index(fields=["conversation_id", "id"], name="falai_turn_conv_id"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.conversation_id} {self.kind}:{self.input_key}"

@@ -173,19 +173,38 @@ def save_statement(connection: Any, model: Any, saved: Session, text: str, expec
     Version 0 inserts unless the row exists (`ON CONFLICT DO NOTHING`); any other version updates
     the row only while it is at `expected_version`. The admin's columns ride along.
     """
-    quote = connection.ops.quote_name
-    table = quote(model._meta.db_table)
     derived = session_columns(saved)
-    prep = [model._meta.get_field(name).get_db_prep_save(derived[name], connection) for name in DERIVED]
-    blob = blob_placeholder(connection)
+    if connection.vendor == "postgresql":  # psycopg adapts str / int / aware datetimes as they are
+        values = [derived[name] for name in DERIVED]
+    else:
+        values = [model._meta.get_field(name).get_db_prep_save(derived[name], connection) for name in DERIVED]
+    insert, update = _save_sql(connection, model._meta.db_table)
     if expected_version == 0:
-        columns = ", ".join(quote(c) for c in ("id", "version", "blob", "created_at", "updated_at", *DERIVED))
-        values = ", ".join(["%s", "%s", blob, "CURRENT_TIMESTAMP", "CURRENT_TIMESTAMP"] + ["%s"] * len(DERIVED))
-        sql = (f"INSERT INTO {table} ({columns}) VALUES ({values}) ON CONFLICT ({quote('id')}) DO NOTHING "
-               f"RETURNING {quote('version')}")
-        return sql, [saved.id, saved.version, text, *prep]
+        return insert, [saved.id, saved.version, text, *values]
+    return update, [saved.version, text, *values, saved.id, expected_version]
+
+
+_SAVE_SQL: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def _save_sql(connection: Any, db_table: str) -> tuple[str, str]:
+    """The INSERT and UPDATE of `save_statement`, built once per database vendor and table."""
+    cached = _SAVE_SQL.get((connection.vendor, db_table))
+    if cached is None:
+        cached = _SAVE_SQL[(connection.vendor, db_table)] = _build_save_sql(connection, db_table)
+    return cached
+
+
+def _build_save_sql(connection: Any, db_table: str) -> tuple[str, str]:
+    quote = connection.ops.quote_name
+    table = quote(db_table)
+    blob = blob_placeholder(connection)
+    columns = ", ".join(quote(c) for c in ("id", "version", "blob", "created_at", "updated_at", *DERIVED))
+    values = ", ".join(["%s", "%s", blob, "CURRENT_TIMESTAMP", "CURRENT_TIMESTAMP"] + ["%s"] * len(DERIVED))
+    insert = (f"INSERT INTO {table} ({columns}) VALUES ({values}) ON CONFLICT ({quote('id')}) DO NOTHING "
+              f"RETURNING {quote('version')}")
     sets = ", ".join([f"{quote('version')} = %s", f"{quote('blob')} = {blob}",
                       f"{quote('updated_at')} = CURRENT_TIMESTAMP"] + [f"{quote(c)} = %s" for c in DERIVED])
-    sql = (f"UPDATE {table} SET {sets} WHERE {quote('id')} = %s AND {quote('version')} = %s "
-           f"RETURNING {quote('version')}")
-    return sql, [saved.version, text, *prep, saved.id, expected_version]
+    update = (f"UPDATE {table} SET {sets} WHERE {quote('id')} = %s AND {quote('version')} = %s "
+              f"RETURNING {quote('version')}")
+    return insert, update
