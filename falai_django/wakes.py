@@ -107,13 +107,20 @@ def dispatch_once(now: datetime | None = None) -> int:
 def fire_wakes(wake_ids: list[int], *, agent: Any = None) -> int:
     """Run `turn(wake=key)` through the host for each wake still queued. Returns how many ran."""
     fired = 0
-    for session_id, key, loaded in loop.load_wakes(wake_ids):
-        try:
-            loop.handle(session_id, {"wake": key}, agent=agent, send_inline=True, loaded=loaded)
-        except Exception:  # noqa: BLE001 - one bad wake must not stop the chunk; its claim lapses
-            logger.exception("falai wake %s on %s failed", key, session_id)
-            continue
-        fired += 1
+    alias = _db_alias()
+    # One commit for the chunk (each wake's write has its own savepoint): the workers wait on one
+    # WAL flush per chunk instead of one per wake. A worker that dies mid-chunk commits none of
+    # it; the claims lapse and the wakes fire again (a wake fired twice is dropped as stale).
+    with transaction.atomic(using=alias):
+        for session_id, key, loaded in loop.load_wakes(wake_ids):
+            try:
+                loop.handle(session_id, {"wake": key}, agent=agent, send_inline=True, loaded=loaded)
+            except Exception:  # noqa: BLE001 - one bad wake must not stop the chunk; its claim lapses
+                logger.exception("falai wake %s on %s failed", key, session_id)
+                if connections[alias].needs_rollback:
+                    break  # the database refused something: this chunk is lost; its claims lapse
+                continue
+            fired += 1
     return fired
 
 

@@ -14,6 +14,7 @@ writes run as ORM statements inside `transaction.atomic` on that database.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -185,7 +186,9 @@ def _write_postgres(write: TurnWrite, store: DjangoStore, connection: Any, *, no
     sql = f"WITH {', '.join(ctes)} SELECT s.{q('version')}, (SELECT {q('id')} FROM t){tail} FROM s"
     if notify:
         params.append(write.session_id)
-    with connection.cursor() as cursor:
+    # Inside a caller's transaction (a wake chunk) the statement gets a savepoint, so a unique-key
+    # violation undoes this turn alone and the loop can replay it; alone it is its own transaction.
+    with _savepoint_if_nested(connection), connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
         if row is None:
@@ -198,6 +201,12 @@ def _write_postgres(write: TurnWrite, store: DjangoStore, connection: Any, *, no
         record.replays, record.attempts = record.replays + write.replays, record.attempts + 1
     record.status = TurnRecord.Status.DONE
     return saved.version
+
+
+def _savepoint_if_nested(connection: Any) -> Any:
+    if connection.in_atomic_block:
+        return transaction.atomic(using=connection.alias)
+    return contextlib.nullcontext()
 
 
 # -- Other databases: the same writes through the ORM, in one transaction --------------------------

@@ -16,6 +16,8 @@ Q_CLUSTER = {
     "timeout": 60,
     "retry": 120,
     "poll": 0.02,
+    # the pusher takes up to this many tasks per poll of the ORM broker (django-q2's default is 1)
+    "bulk": int(os.environ.get("FALAI_BENCH_BULK", "5")),
     "catch_up": False,
     "orm": "default",
     "log_level": "WARNING",

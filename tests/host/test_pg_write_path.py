@@ -186,10 +186,36 @@ def test_a_wake_chunk_reads_its_wakes_sessions_and_transcripts_in_one_statement(
     ids = list(Wake.objects.values_list("id", flat=True))
     with CaptureQueriesContext(connection) as queries:
         assert fire_wakes(ids) == 3
-    sql = statements(queries)
+    every = statements(queries)
+    sql = [q for q in every if not q.startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT"))]
     assert len(sql) == 1 + 3, "\n\n".join(sql)  # the chunk's read, then one write per wake
+    assert every.count("BEGIN") == 1 and every.count("COMMIT") == 1  # one transaction (one commit) for the chunk; a savepoint a wake
     assert set(Wake.objects.values_list("state", flat=True)) == {"done"}
     assert TurnRecord.objects.filter(kind="wake", status="done").count() == 3
     with CaptureQueriesContext(connection) as queries:
         assert fire_wakes(ids) == 0  # all done: nothing fires twice
-    assert len(statements(queries)) == 1
+    assert [q for q in statements(queries) if q not in ("BEGIN", "COMMIT")][0].startswith("SELECT w.")
+
+
+def test_a_wake_that_fails_in_a_chunk_leaves_the_others_written(notify_mode, monkeypatch):
+    """One wake's unique-key violation is undone by its savepoint and replayed; the chunk commits."""
+    from falai_django import outbox
+    from falai_django.wakes import fire_wakes
+
+    for sid in ("s1", "s2"):
+        host.handle_message(sid, "oi", id=f"{sid}.1")
+        host.handle_message(sid, "meu nome é Ana", id=f"{sid}.2")
+    agents.clock().advance("1h")
+    taken = History.objects.filter(conversation_id="s1", role="assistant").first().emission_key
+    original = outbox.emission_key
+    calls = {"n": 0}
+
+    def colliding(*args):
+        calls["n"] += 1
+        return taken if calls["n"] == 1 else original(*args)
+
+    monkeypatch.setattr(outbox, "emission_key", colliding)
+    assert fire_wakes(list(Wake.objects.values_list("id", flat=True))) == 2
+    records = TurnRecord.objects.filter(kind="wake").order_by("conversation_id")
+    assert [(r.conversation_id, r.status, r.replays) for r in records] == [("s1", "done", 1), ("s2", "done", 0)]
+    assert set(Wake.objects.values_list("state", flat=True)) == {"done"}
