@@ -32,7 +32,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import re
 from datetime import datetime
 from typing import Any, ClassVar, Literal
 
@@ -50,6 +49,7 @@ from pydantic.alias_generators import to_camel
 from typing_extensions import TypedDict
 
 from .errors import InvalidSessionError
+from .fields import js_json, unlike_js_numbers
 from .jstime import to_iso
 
 __all__ = [
@@ -244,7 +244,6 @@ def _insert_after(mapping: dict[str, Any], after: str, key: str, value: Any) -> 
 # A number pydantic writes unlike JSON.stringify: a whole float ("1.0", "-0.0"), or an
 # exponent form JavaScript writes in plain digits ("1e+16", "1e-6"). Rare, so only then is
 # the slower exact encoder used.
-_UNLIKE_JS_NUMBER = re.compile(r"\d\.0(?=[,}\]])|\de(?:\+(?:1[5-9]|20)|-[1-6])(?=[,}\]])")
 
 _SESSION_REQUIRED = ("id", "v", "version", "data", "runs", "claims", "inputs", "metadata")
 
@@ -343,10 +342,7 @@ class Session(_BlobModel):
     def to_json_text(self) -> str:
         """Compact JSON text of `to_json()` (non-ASCII kept), as `JSON.stringify` writes it."""
         text = self.model_dump_json(by_alias=True, exclude_none=True, warnings=self._dump_warnings)
-        if _UNLIKE_JS_NUMBER.search(text):
-            # a whole float (`1.0`, `1e+16`) that JavaScript writes as `1` / `10000000000000000`
-            from .fields import js_json
-
+        if unlike_js_numbers(text):  # a whole float (`1.0`, `1e+16`): JavaScript writes `1`, `1000…`
             return js_json(self.to_json())
         return text
 
