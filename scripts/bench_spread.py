@@ -23,16 +23,18 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
 
-def spread(tables: list[list[dict]]) -> dict[str, dict]:
-    """figure -> {values, min, median, max, met, runs} over the runs' tables."""
-    out: dict[str, dict] = {}
+def spread(tables: list[list[dict]]) -> dict[str, dict[str, dict]]:
+    """bench -> figure -> {values, min, median, max, met, runs} over the runs' tables (nested, so a
+    doc quotes it as `<!-- bench:spread.host.host_vs_pgbench_2.min -->`)."""
+    out: dict[str, dict[str, dict]] = {}
     for table in tables:
         for row in table:
-            entry = out.setdefault(row["figure"], {"target": row.get("target"), "values": [], "met": 0})
+            figures = out.setdefault(row["bench"], {})
+            entry = figures.setdefault(row["key"], {"target": row.get("target"), "values": [], "met": 0})
             if isinstance(row.get("measured"), int | float):
                 entry["values"].append(row["measured"])
                 entry["met"] += bool(row.get("met"))
-    for entry in out.values():
+    for entry in (e for figures in out.values() for e in figures.values()):
         values = entry["values"]
         entry["runs"] = len(values)
         entry["min"] = min(values) if values else None
@@ -56,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         tables.append(json.loads((RESULTS / "summary.json").read_text())["table"])
     result = spread(tables)
     (RESULTS / "spread.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    width = max(len(name) for name in result)
-    for name, entry in result.items():
+    rows = [(f"{bench} {key}", entry) for bench, figures in result.items() for key, entry in figures.items()]
+    width = max(len(name) for name, _ in rows)
+    for name, entry in rows:
         print(f"{name:<{width}}  target {entry['target']!s:<10} min {entry['min']!s:<10} "
               f"median {entry['median']!s:<10} max {entry['max']!s:<10} met {entry['met']}/{entry['runs']}")
     return 0

@@ -17,12 +17,12 @@ def _script():
 
 def test_min_median_max_and_met_count_per_figure():
     tables = [
-        [{"figure": "host x", "target": "≥ 0.1", "measured": 0.12, "met": True},
-         {"figure": "wakes y", "target": "≤ 1 s", "measured": None, "met": False}],
-        [{"figure": "host x", "target": "≥ 0.1", "measured": 0.08, "met": False}],
-        [{"figure": "host x", "target": "≥ 0.1", "measured": 0.11, "met": True}],
+        [{"bench": "host", "key": "x", "target": "≥ 0.1", "measured": 0.12, "met": True},
+         {"bench": "wakes", "key": "y", "target": "≤ 1 s", "measured": None, "met": False}],
+        [{"bench": "host", "key": "x", "target": "≥ 0.1", "measured": 0.08, "met": False}],
+        [{"bench": "host", "key": "x", "target": "≥ 0.1", "measured": 0.11, "met": True}],
     ]
     result = _script().spread(tables)
-    assert result["host x"] == {"target": "≥ 0.1", "values": [0.12, 0.08, 0.11], "met": 2, "runs": 3,
-                                "min": 0.08, "median": 0.11, "max": 0.12}
-    assert result["wakes y"]["runs"] == 0 and result["wakes y"]["median"] is None  # not run: no value
+    assert result["host"]["x"] == {"target": "≥ 0.1", "values": [0.12, 0.08, 0.11], "met": 2, "runs": 3,
+                                   "min": 0.08, "median": 0.11, "max": 0.12}
+    assert result["wakes"]["y"]["runs"] == 0 and result["wakes"]["y"]["median"] is None  # not run: no value
