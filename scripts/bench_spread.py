@@ -3,7 +3,8 @@
     .venv/bin/python scripts/bench_spread.py            # 3 runs of bench/run_all.py
     .venv/bin/python scripts/bench_spread.py --runs 5 host wakes
 
-Each run's table is kept as bench/results/runs/run-<n>.json; bench/results/spread.json holds,
+Each run's table is kept as bench/results/runs/run-<n>.json (for a partial rerun, the benches
+named replace theirs in spread.json and the others are kept); bench/results/spread.json holds,
 per figure of the table, every run's value, their min, median and max, and how many runs met
 the target. The last run's per-bench JSON files stay in bench/results/ (what the docs quote,
 through scripts/bench_docs.py).
@@ -57,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copyfile(RESULTS / "summary.json", runs_dir / f"run-{n}.json")
         tables.append(json.loads((RESULTS / "summary.json").read_text())["table"])
     result = spread(tables)
-    (RESULTS / "spread.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    path = RESULTS / "spread.json"
+    if args.benches and path.exists():  # a partial rerun replaces only the benches it ran
+        result = {**json.loads(path.read_text()), **result}
+    path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     rows = [(f"{bench} {key}", entry) for bench, figures in result.items() for key, entry in figures.items()]
     width = max(len(name) for name, _ in rows)
     for name, entry in rows:

@@ -12,6 +12,7 @@ silenced reason, human owner, last user / assistant times), derived from the blo
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime
 from typing import Any
@@ -154,7 +155,7 @@ class DjangoStore(Store):
         saved, text = stamped(session, expected_version)
         connection = self.connection()
         sql, params = save_statement(connection, self.get_model_class(), saved, text, expected_version)
-        with connection.cursor() as cursor:
+        with bound_cursor(connection) as cursor:
             cursor.execute(sql, params)
             written = cursor.fetchone() is not None
             if not written:
@@ -164,6 +165,32 @@ class DjangoStore(Store):
                 row = cursor.fetchone()
                 raise SessionConflictError(saved.id, expected_version, None if row is None else row[0])
         return saved
+
+
+def bound_cursor(connection: Any) -> Any:
+    """A cursor whose parameters travel apart from the statement on PostgreSQL (server-side
+    binding), so a large blob is not escaped into the SQL text; Django's own cursor elsewhere.
+    It is wrapped like Django's, so query logging and `execute_wrapper` still see it."""
+    if connection.vendor != "postgresql" or connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
+        return connection.cursor()  # not PostgreSQL, or Django's cursors bind server-side already
+    from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+
+    connection.ensure_connection()
+    wrapper = CursorDebugWrapper if connection.queries_logged else CursorWrapper
+    return wrapper(_unprepared_cursor_class()(connection.connection), connection)
+
+
+@functools.cache
+def _unprepared_cursor_class() -> Any:  # built on first use: importing this module needs no psycopg
+    import psycopg
+
+    class UnpreparedCursor(psycopg.Cursor):
+        """Server-side binding without server-side prepared statements (safe behind PgBouncer)."""
+
+        def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None):
+            return super().execute(query, params, prepare=False, binary=binary)
+
+    return UnpreparedCursor
 
 
 def save_statement(connection: Any, model: Any, saved: Session, text: str, expected_version: int,

@@ -219,3 +219,25 @@ def test_a_wake_that_fails_in_a_chunk_leaves_the_others_written(notify_mode, mon
     records = TurnRecord.objects.filter(kind="wake").order_by("conversation_id")
     assert [(r.conversation_id, r.status, r.replays) for r in records] == [("s1", "done", 1), ("s2", "done", 0)]
     assert set(Wake.objects.values_list("state", flat=True)) == {"done"}
+
+
+def test_the_store_binds_the_blob_server_side_and_never_prepares(notify_mode):
+    """A 30 KB blob travels as a parameter (not escaped into the SQL text), and no server-side
+    prepared statement is left behind (PgBouncer in transaction mode cannot keep them)."""
+    from falai_django.engine.session import Session as EngineSession
+    from falai_django.stores.django import DjangoStore
+
+    store = DjangoStore()
+    session = EngineSession.fresh("big")
+    session.data = {"notes": "x" * 30_000}
+    saved = store.save(session, 0)
+    for _ in range(8):  # past psycopg's automatic-prepare threshold (5)
+        saved = store.save(saved, saved.version)
+    with CaptureQueriesContext(connection) as queries:
+        saved = store.save(saved, saved.version)
+    [sql] = statements(queries)
+    assert "x" * 100 not in sql and len(sql) < 2000  # the blob is a parameter, not a literal
+    assert store.load("big").data == {"notes": "x" * 30_000} and saved.version == 10
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone()[0] == 0
