@@ -3,8 +3,8 @@
     .venv/bin/python scripts/bench_spread.py            # 3 runs of bench/run_all.py
     .venv/bin/python scripts/bench_spread.py --runs 5 host wakes
 
-Each run's table is kept as bench/results/runs/run-<n>.json (for a partial rerun, the benches
-named replace theirs in spread.json and the others are kept); bench/results/spread.json holds,
+Each run's table is kept as bench/results/runs/run-<n>.json (run-<n>-<benches>.json for a partial
+rerun, whose benches replace theirs in spread.json while the others are kept); spread.json holds,
 per figure of the table, every run's value, their min, median and max, and how many runs met
 the target. The last run's per-bench JSON files stay in bench/results/ (what the docs quote,
 through scripts/bench_docs.py).
@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in range(1, args.runs + 1):
         print(f"== bench run {n} of {args.runs}", flush=True)
         subprocess.run([sys.executable, str(ROOT / "bench" / "run_all.py"), *args.benches], check=True, cwd=ROOT)
-        shutil.copyfile(RESULTS / "summary.json", runs_dir / f"run-{n}.json")
+        suffix = "".join(f"-{name}" for name in args.benches)  # a partial rerun keeps the full runs' tables
+        shutil.copyfile(RESULTS / "summary.json", runs_dir / f"run-{n}{suffix}.json")
         tables.append(json.loads((RESULTS / "summary.json").read_text())["table"])
     result = spread(tables)
     path = RESULTS / "spread.json"
