@@ -19,7 +19,7 @@ from typing import Any
 
 from .conf import agent_now
 from .inbox import HostResult, receive, retry_delay_s
-from .inputs import HANDOFF_MODES, INPUT_KINDS, UNSET, InputError, TurnInput, parse_turn_input
+from .inputs import HANDOFF_MODES, INPUT_KINDS, InputError, TurnInput, parse_turn_input
 from .loop import context_for, handle, load_history, load_session_and_history, process, process_record, stream
 from .outbox import emission_key, idempotency_key
 from .readmodel import session_state
@@ -34,7 +34,6 @@ __all__ = [
     "session_state", "silence", "silenced_for", "stream", "unsilence",
 ]
 
-_UNSET = UNSET
 
 
 def handle_message(session_id: str, text: str, *, id: str | None = None, at: str | None = None,
