@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from .engine.jstime import to_iso, try_parse_iso
+from .engine.session import describe
 
 INPUT_KINDS = ("message", "wake", "event", "start")
 HANDOFF_MODES = ("stop", "skip", "understand")
@@ -152,7 +153,7 @@ def parse_turn_input(
 
 def _text(value: Any, name: str, *, allow_empty: bool = False) -> str:
     if value is None or isinstance(value, dict | list | tuple | set):
-        raise InputError(f"{name} must be text, got {_describe(value)}", name)
+        raise InputError(f"{name} must be text, got {describe(value)}", name)
     text = str(value)  # a number or an id object as text, as the engine would read it
     if not text and not allow_empty:
         raise InputError(f"{name} must not be empty", name)
@@ -163,22 +164,6 @@ def _hop(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(f"hop must be a whole number of at least 0, got {value!r}", "hop")
     return value
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "text"
-    return type(value).__name__
 
 
 def check_json(value: Any, name: str) -> Any:
@@ -208,7 +193,7 @@ def check_silenced(value: Any) -> Any:
         return value
     if not isinstance(value, dict):
         raise InputError(f"silenced must be a reason or an object {{reason, understand?, skip?}}, got "
-                         f"{_describe(value)}", "silenced")
+                         f"{describe(value)}", "silenced")
     unknown = sorted(set(value) - {"reason", "understand", "skip"})
     if unknown:
         raise InputError(f"silenced: unknown keys {', '.join(unknown)}", "silenced")
@@ -225,12 +210,12 @@ def check_anchors(value: Any) -> dict[str, Any] | None:
     if value is None or value == {}:
         return None
     if not isinstance(value, dict):
-        raise InputError(f"anchors must be an object of {{name: {{key, lastInboundAt?}}}}, got {_describe(value)}",
+        raise InputError(f"anchors must be an object of {{name: {{key, lastInboundAt?}}}}, got {describe(value)}",
                          "anchors")
     out: dict[str, Any] = {}
     for name, anchor in value.items():
         if not isinstance(anchor, dict):
-            raise InputError(f"anchors.{name} must be an object {{key, lastInboundAt?}}, got {_describe(anchor)}",
+            raise InputError(f"anchors.{name} must be an object {{key, lastInboundAt?}}, got {describe(anchor)}",
                              "anchors")
         unknown = sorted(set(anchor) - {"key", "lastInboundAt", "last_inbound_at"})
         if unknown:
@@ -256,7 +241,7 @@ def check_claims(value: Any) -> dict[str, Any] | None:
     if value is None or value == {}:
         return None
     if not isinstance(value, dict):
-        raise InputError(f"claims must be an object {{held?, active?}}, got {_describe(value)}", "claims")
+        raise InputError(f"claims must be an object {{held?, active?}}, got {describe(value)}", "claims")
     unknown = sorted(set(value) - {"held", "active"})
     if unknown:
         raise InputError(f"claims: unknown keys {', '.join(unknown)}", "claims")
@@ -264,7 +249,7 @@ def check_claims(value: Any) -> dict[str, Any] | None:
     held = value.get("held")
     if held is not None:
         if not isinstance(held, dict):
-            raise InputError(f"claims.held must be an object of {{dedupeKey: ISO time}}, got {_describe(held)}",
+            raise InputError(f"claims.held must be an object of {{dedupeKey: ISO time}}, got {describe(held)}",
                              "claims")
         out["held"] = {}
         for key, at in held.items():
@@ -274,7 +259,7 @@ def check_claims(value: Any) -> dict[str, Any] | None:
                 at = at["at"]
             parsed = parse_at(at, f"claims.held.{key}") if isinstance(at, str) else None
             if parsed is None:
-                raise InputError(f"claims.held.{key} must be an ISO time or {{at: ISO time}}, got {_describe(at)}",
+                raise InputError(f"claims.held.{key} must be an ISO time or {{at: ISO time}}, got {describe(at)}",
                                  "claims")
             out["held"][str(key)] = parsed
     active = value.get("active")

@@ -62,10 +62,7 @@ def handle(
     `loaded`: the session and transcript read already (a wake chunk reads them all at once); a
     replay after a conflict reads them again.
     """
-    record = inbox.receive(session_id, turn_input, silenced=silenced, context=context, anchors=anchors,
-                           claims=claims, agent=agent, persist=False)
-    if isinstance(turn_input, TurnInput):
-        context = turn_input.context
+    record, context = _receive(session_id, turn_input, silenced, context, anchors, claims, agent)
     return process(record, agent=agent, context=context, send_inline=send_inline,
                    inbox_first=record.kind != TurnRecord.Kind.WAKE, loaded=loaded)
 
@@ -82,11 +79,16 @@ def stream(
 ) -> Iterator[dict[str, Any]]:
     """The loop over `agent.turn_stream`: yields `{"delta": str}`, `{"replay": n}` (a conflict:
     the text so far is void and streams again), and last `{"done": True, "host": HostResult}`."""
+    record, context = _receive(session_id, turn_input, silenced, context, anchors, claims, agent)
+    yield from _run(record, agent=agent, context=context, streaming=True, inbox_first=True)
+
+
+def _receive(session_id: str, turn_input: dict[str, Any] | TurnInput, silenced: Any, context: Any,
+             anchors: Any, claims: Any, agent: Any) -> tuple[TurnRecord, Any]:
+    """The checked input's inbox row, unsaved (the loop writes it with its first read), and its context."""
     record = inbox.receive(session_id, turn_input, silenced=silenced, context=context, anchors=anchors,
                            claims=claims, agent=agent, persist=False)
-    if isinstance(turn_input, TurnInput):
-        context = turn_input.context
-    yield from _run(record, agent=agent, context=context, streaming=True, inbox_first=True)
+    return record, turn_input.context if isinstance(turn_input, TurnInput) else context
 
 
 def process(record: TurnRecord, *, agent: Any = None, context: Any = UNSET, send_inline: bool = False,
@@ -138,14 +140,8 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
             inbox_row.save(force_insert=True, using=store.db_alias())
         return store.load(session_id), load_history(session_id)
     q = connection.ops.quote_name
-    sessions, history = q(store.get_model_class()._meta.db_table), q(History._meta.db_table)
-    limit = int(conf.get("HISTORY_LIMIT"))
-    transcript = (
-        f"(SELECT COALESCE(json_agg(json_build_array(h.{q('role')}, h.{q('content')}) ORDER BY h.{q('id')}), "
-        f"'[]')::text FROM (SELECT {q('id')}, {q('role')}, {q('content')} FROM {history} "
-        f"WHERE {q('conversation_id')} = %s AND ({q('send_status')} IS NULL OR {q('send_status')} <> 'failed') "
-        f"ORDER BY {q('id')} DESC LIMIT {limit}) h)"
-    )
+    sessions = q(store.get_model_class()._meta.db_table)
+    transcript = _transcript_sql(connection, "%s")
     blob = f"(SELECT {blob_select(connection)} FROM {sessions} WHERE {q('id')} = %s)"
     if inbox_row is None:
         sql, params = f"SELECT NULL, {blob}, {transcript}", [session_id, session_id]
@@ -171,6 +167,20 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
     return session, [{"role": role, "content": content} for role, content in json.loads(items)]
 
 
+def _transcript_sql(connection: Any, conversation: str) -> str:
+    """`load_history` as one PostgreSQL subquery: the last HISTORY_LIMIT items (failed sends left
+    out), oldest first, as JSON text of [role, content] pairs. `conversation` is SQL (a %s or a column)."""
+    q = connection.ops.quote_name
+    history = q(History._meta.db_table)
+    limit = int(conf.get("HISTORY_LIMIT"))
+    return (
+        f"(SELECT COALESCE(json_agg(json_build_array(h.{q('role')}, h.{q('content')}) ORDER BY h.{q('id')}), "
+        f"'[]')::text FROM (SELECT {q('id')}, {q('role')}, {q('content')} FROM {history} "
+        f"WHERE {q('conversation_id')} = {conversation} AND ({q('send_status')} IS NULL "
+        f"OR {q('send_status')} <> 'failed') ORDER BY {q('id')} DESC LIMIT {limit}) h)"
+    )
+
+
 def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tuple[str, str, Any]]:
     """The wakes of a chunk still to fire, due first: `(session id, key, loaded)`.
 
@@ -185,14 +195,10 @@ def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tu
         found = sorted(rows.values_list("conversation_id", "key", "at"), key=lambda row: row[2])
         return [(sid, key, None) for sid, key, _at in found]
     q = connection.ops.quote_name
-    limit = int(conf.get("HISTORY_LIMIT"))
-    sessions, history, wakes = (q(m._meta.db_table) for m in (store.get_model_class(), History, Wake))
+    sessions, wakes = (q(m._meta.db_table) for m in (store.get_model_class(), Wake))
+    transcript = _transcript_sql(connection, f"w.{q('conversation_id')}")
     sql = (
-        f"SELECT w.{q('conversation_id')}, w.{q('key')}, s.{blob_select(connection)}, "
-        f"(SELECT COALESCE(json_agg(json_build_array(h.{q('role')}, h.{q('content')}) ORDER BY h.{q('id')}), "
-        f"'[]')::text FROM (SELECT {q('id')}, {q('role')}, {q('content')} FROM {history} "
-        f"WHERE {q('conversation_id')} = w.{q('conversation_id')} AND ({q('send_status')} IS NULL "
-        f"OR {q('send_status')} <> 'failed') ORDER BY {q('id')} DESC LIMIT {limit}) h) "
+        f"SELECT w.{q('conversation_id')}, w.{q('key')}, s.{blob_select(connection)}, {transcript} "
         f"FROM {wakes} w LEFT JOIN {sessions} s ON s.{q('id')} = w.{q('conversation_id')} "
         f"WHERE w.{q('id')} = ANY(%s) AND w.{q('state')} <> 'done' ORDER BY w.{q('at')}, w.{q('id')}"
     )

@@ -23,11 +23,10 @@ from typing import Any
 from django.db import transaction
 
 from . import conf, enqueue, outbox
-from .engine.errors import SessionConflictError
 from .engine.jstime import try_parse_iso
 from .inbox import finish, run_log
 from .models import History, TurnRecord, Wake
-from .stores.django import DjangoStore, save_statement, stamped
+from .stores.django import DjangoStore, conflict, save_statement, stamped
 
 
 @dataclass
@@ -192,10 +191,7 @@ def _write_postgres(write: TurnWrite, store: DjangoStore, connection: Any, *, no
         cursor.execute(sql, params)
         row = cursor.fetchone()
         if row is None:
-            cursor.execute(f"SELECT {q('version')} FROM {q(store.get_model_class()._meta.db_table)} "
-                           f"WHERE {q('id')} = %s", [write.session_id])
-            current = cursor.fetchone()
-            raise SessionConflictError(write.session_id, write.expected, None if current is None else current[0])
+            raise conflict(cursor, connection, store.get_model_class(), write.session_id, write.expected)
     if record.pk is None:
         record.pk = record.id = row[1]
         record.replays, record.attempts = record.replays + write.replays, record.attempts + 1

@@ -159,12 +159,18 @@ class DjangoStore(Store):
             cursor.execute(sql, params)
             written = cursor.fetchone() is not None
             if not written:
-                quote = connection.ops.quote_name
-                table = quote(self.get_model_class()._meta.db_table)
-                cursor.execute(f"SELECT {quote('version')} FROM {table} WHERE {quote('id')} = %s", [saved.id])
-                row = cursor.fetchone()
-                raise SessionConflictError(saved.id, expected_version, None if row is None else row[0])
+                raise conflict(cursor, connection, self.get_model_class(), saved.id, expected_version)
         return saved
+
+
+def conflict(cursor: Any, connection: Any, model: Any, session_id: str, expected_version: int,
+             ) -> SessionConflictError:
+    """The error for a compare-and-swap that wrote nothing, with the version stored now (None: no row)."""
+    quote = connection.ops.quote_name
+    cursor.execute(f"SELECT {quote('version')} FROM {quote(model._meta.db_table)} WHERE {quote('id')} = %s",
+                   [session_id])
+    row = cursor.fetchone()
+    return SessionConflictError(session_id, expected_version, None if row is None else row[0])
 
 
 def bound_cursor(connection: Any) -> Any:
