@@ -88,7 +88,7 @@ def write_turn(write: TurnWrite, store: DjangoStore) -> tuple[int, str]:
     if connection.vendor == "postgresql":
         version = _write_postgres(write, store, connection, notify=handoff == "notify")
     else:
-        version = _write_orm(write, store, handoff == "notify")
+        version = _write_orm(write, store)
     return version, handoff
 
 
@@ -208,8 +208,7 @@ def _savepoint_if_nested(connection: Any) -> Any:
 # -- Other databases: the same writes through the ORM, in one transaction --------------------------
 
 
-def _write_orm(write: TurnWrite, store: DjangoStore, notify: bool) -> int:
-    del notify  # NOTIFY is PostgreSQL's; the dispatcher's sweep stands in elsewhere
+def _write_orm(write: TurnWrite, store: DjangoStore) -> int:
     record = write.record
     result = write.result
     alias = store.db_alias()
