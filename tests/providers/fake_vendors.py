@@ -39,6 +39,7 @@ class Reply:
     delay_s: float = 0.0  # before the status line
     chunk_delay_s: float = 0.0  # between events
     drop_after: int | None = None  # close the socket after this many events (0: before any byte)
+    mark: int = 0  # the event whose write time goes to `first_chunk_at` (the bench marks the first text)
 
 
 @dataclass
@@ -60,7 +61,7 @@ class FakeVendor:
         self.responder = responder
         self.replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
-        self.first_chunk_at: list[float] = []  # perf_counter() as each stream's first event is written
+        self.first_chunk_at: list[float] = []  # perf_counter() as each stream's marked event is written
         self._lock = threading.Lock()
         fake = self
 
@@ -145,7 +146,7 @@ class FakeVendor:
             text = data if isinstance(data, str) else json.dumps(data)
             event = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
             encoded = event.encode()
-            if index == 0:
+            if index == reply.mark:
                 self.first_chunk_at.append(time.perf_counter())
             handler.wfile.write(b"%x\r\n%s\r\n" % (len(encoded), encoded))
             handler.wfile.flush()
