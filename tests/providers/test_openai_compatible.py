@@ -166,6 +166,9 @@ COMPATIBLE_ERRORS = [
     (503, {"error": {"message": "Server Overloaded", "type": "service_unavailable"}}, "overload"),  # DeepSeek
     (502, {"error": {"code": 502, "message": "Provider returned error"}}, "overload"),  # OpenRouter
     (404, {"error": {"message": "model 'llama9' not found, try pulling it first"}}, "model"),  # Ollama
+    (403, {"error": {"message": "Your plan doesn't include this model. Upgrade to Pro or higher to use it."}},
+     "entitlement"),  # a coding-plan gateway
+    (401, {"error": {"message": "No auth credentials found", "code": 401}}, "auth"),  # OpenRouter
 ]
 
 
