@@ -67,9 +67,15 @@ class _Request:
                 if content:  # Anthropic refuses an empty text block
                     add("user", {"type": "text", "text": str(content)})
             elif role == "assistant":
+                calls = history_calls(item)
+                # thinking that led to tool calls is replayed first, signature and all: the API
+                # refuses a thinking turn's tool_use without it
+                for call in calls[:1]:
+                    for block in read(call, "thinking") or []:
+                        add("assistant", dict(block))
                 if content:
                     add("assistant", {"type": "text", "text": str(content)})
-                for index, call in enumerate(history_calls(item)):
+                for index, call in enumerate(calls):
                     call_id, name, args, _ = history_call(call)
                     add("assistant", {"type": "tool_use", "id": call_id or f"call_{index}", "name": name,
                                       "input": args})
@@ -101,6 +107,8 @@ class _Fold(ReplyFold):
     def __init__(self, model: str) -> None:
         super().__init__(model)
         self.blocks: dict[int, dict[str, Any]] = {}
+        self.thinking: dict[int, dict[str, Any]] = {}  # open thinking blocks by index
+        self.thinking_blocks: list[dict[str, Any]] = []  # closed ones, to replay before tool calls
         self.input_tokens = (0, 0, 0)  # input, cache read, cache write
 
     def add(self, event: Any) -> str:
@@ -121,6 +129,11 @@ class _Fold(ReplyFold):
             if block.type == "tool_use":
                 self.blocks[event.index] = {"id": block.id, "name": block.name, "json": "",
                                             "input": getattr(block, "input", None) or {}}
+            elif block.type == "thinking":
+                self.thinking[event.index] = {"type": "thinking", "thinking": block.thinking or "",
+                                              "signature": getattr(block, "signature", None) or ""}
+            elif block.type == "redacted_thinking":
+                self.thinking_blocks.append({"type": "redacted_thinking", "data": block.data})
         elif kind == "content_block_delta":
             delta = event.delta
             if delta.type == "text_delta":
@@ -129,12 +142,22 @@ class _Fold(ReplyFold):
                 self.blocks[event.index]["json"] += delta.partial_json or ""
             elif delta.type == "thinking_delta":
                 self.reasoning += delta.thinking or ""
+                if event.index in self.thinking:
+                    self.thinking[event.index]["thinking"] += delta.thinking or ""
+            elif delta.type == "signature_delta" and event.index in self.thinking:
+                self.thinking[event.index]["signature"] += delta.signature or ""
         elif kind == "content_block_stop":
+            thought = self.thinking.pop(event.index, None)
+            if thought is not None:
+                self.thinking_blocks.append(thought)
             block = self.blocks.pop(event.index, None)
             if block is not None:
                 arguments = tool_arguments(block["json"]) if block["json"] else dict(block["input"])
-                self.calls.append({"id": block["id"] or f"call_{len(self.calls)}", "toolName": block["name"] or "",
-                                   "arguments": arguments})
+                entry: dict[str, Any] = {"id": block["id"] or f"call_{len(self.calls)}",
+                                         "toolName": block["name"] or "", "arguments": arguments}
+                if not self.calls and self.thinking_blocks:
+                    entry["thinking"] = list(self.thinking_blocks)  # rides the first call, like thoughtSignature
+                self.calls.append(entry)
         elif kind == "message_delta":
             reason = getattr(event.delta, "stop_reason", None)
             if reason:
@@ -232,17 +255,20 @@ class AnthropicProvider(StreamingAdapter):
                                 "input_schema": tool.parameters or {"type": "object"}} for tool in request.tools]
         effort = request.effort or settings.get("effort")
         budget = _THINKING_BUDGET.get(effort) if isinstance(effort, str) else None
+        # Newer SDKs no longer type the sampling parameters (newer models refuse them); a model
+        # that still takes them gets them in the body.
+        sampling: dict[str, Any] = {}
         if budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": budget}
             params["max_tokens"] = max(max_tokens, budget + 1024)  # the budget counts inside max_tokens
-        else:  # extended thinking refuses a sampling temperature
-            temperature = settings.get("temperature")
-            if temperature is not None:
-                params["temperature"] = temperature
+        elif settings.get("temperature") is not None:  # extended thinking refuses a temperature
+            sampling["temperature"] = settings["temperature"]
         top_p = settings.get("top_p", settings.get("topP"))
         stop = settings.get("stop_sequences", settings.get("stopSequences"))
         if top_p is not None:
-            params["top_p"] = top_p
+            sampling["top_p"] = top_p
+        if sampling:
+            params["extra_body"] = sampling
         if stop:
             params["stop_sequences"] = list(stop)
         return params

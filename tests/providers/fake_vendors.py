@@ -297,6 +297,8 @@ def anthropic_text(text: str, pieces: int = 1, *, model: str = "claude-sonnet-4-
                                                "content_block": {"type": "thinking", "thinking": "", "signature": ""}}))
         events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
                                                "delta": {"type": "thinking_delta", "thinking": thinking}}))
+        events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                               "delta": {"type": "signature_delta", "signature": "sig-abc"}}))
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
     if text:

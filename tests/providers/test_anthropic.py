@@ -114,7 +114,28 @@ def test_thinking_is_reasoning_and_effort_becomes_a_budget(server, make):
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 4096} and body["max_tokens"] == 5120
     assert "temperature" not in body and body["stop_sequences"] == ["FIM"]
     assert out.structured["reasoning"] == "preciso do preço"
-    assert out.structured["toolCalls"] == [{"id": "toolu_9", "toolName": "preco", "arguments": {"sku": "B"}}]
+    thinking = [{"type": "thinking", "thinking": "preciso do preço", "signature": "sig-abc"}]
+    assert out.structured["toolCalls"] == [{"id": "toolu_9", "toolName": "preco", "arguments": {"sku": "B"},
+                                            "thinking": thinking}]
+
+    # the round replays the signed thinking first in the assistant turn, as the API requires
+    server.stream(fv.anthropic_text(envelope("A B custa 10.")))
+    provider.generate_message(speak_input(tools=[ToolSpec(id="preco")], history=[
+        {"role": "user", "content": "quanto custa a B?"},
+        {"role": "assistant", "content": "", "tool_calls": out.structured["toolCalls"]},
+        {"role": "tool", "tool_call_id": "toolu_9", "name": "preco", "content": "10"}]))
+    assistant = server.requests[1].body["messages"][1]
+    assert assistant == {"role": "assistant", "content": [
+        *thinking, {"type": "tool_use", "id": "toolu_9", "name": "preco", "input": {"sku": "B"}}]}
+
+
+def test_sampling_settings_reach_the_body(server, make):
+    provider = make(config={"temperature": 0.5, "top_p": 0.8, "max_tokens": 700})
+    server.stream(fv.anthropic_text(envelope("ok")))
+    provider.generate_message(speak_input())
+    body = server.requests[0].body
+    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.5, 0.8, 700)
+    assert "thinking" not in body
 
 
 def test_stop_reasons(server, make):
