@@ -225,7 +225,7 @@ class StreamingAdapter(BaseProvider):
         self._secret = str(api_key)
 
     def __repr__(self) -> str:  # never the key
-        return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"
+        return f"{type(self).__name__}(name={self.name!r}, model={getattr(self, 'model', None)!r})"
 
     # -- vendor hooks ------------------------------------------------------------------------
 
