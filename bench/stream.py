@@ -24,7 +24,15 @@ Writes bench/results/stream.json:
   call, the understand call answered from the schema if made) through `GeminiProvider` and the fake server
   (20 chunks, no gaps): its wall time, and first speak chunk written -> first turn delta.
 
-Run: `.venv/bin/python bench/stream.py [--quick]`. `main()` returns the same dict.
+- `decoder_first_delta_ms_over_fake_<vendor>` (one row per vendor provider: `openai` on the
+  Responses API, `openai_compatible` on chat completions, `anthropic` on the Messages API): the
+  same "first text event written -> first decoder delta" through that provider's real SDK
+  against its fake server (tests/providers/fake_vendors.py, 20 events, 2 ms gaps): what each
+  adapter adds before the customer sees text; `_p95` and
+  `provider_decoder_cpu_ms_per_streamed_reply_<vendor>` too.
+
+Run: `.venv/bin/python bench/stream.py [--quick]`; `--vendors` measures only the vendor rows and
+merges them into the existing results. `main()` returns the same dict.
 """
 
 from __future__ import annotations
@@ -209,6 +217,76 @@ def measure_turn_over_gemini(runs: int = RUNS) -> dict:
     }
 
 
+VENDORS = ("openai", "openai_compatible", "anthropic")
+
+
+def _vendor_case(name: str, server, message: str):
+    """(provider, events, index of the first event carrying text) for one vendor row."""
+    from falai_django import AnthropicProvider, OpenAICompatibleProvider, OpenAIProvider
+    from tests.providers import fake_vendors as fv
+
+    text = json.dumps({"message": message}, ensure_ascii=False)
+    if name == "openai":
+        provider = OpenAIProvider(api_key="bench", model="gpt-4.1-mini", base_url=server.url("/v1"), retries=0)
+        events = fv.responses_text(text, CHUNKS, usage=fv.responses_usage(900, 110))
+        kind = "response.output_text.delta"
+    elif name == "openai_compatible":
+        provider = OpenAICompatibleProvider(api_key="bench", model="llama3.3", base_url=server.url("/v1"),
+                                            retries=0)
+        events = fv.chat_text(text, CHUNKS, usage=fv.chat_usage(900, 110))
+        kind = None
+    else:
+        provider = AnthropicProvider(api_key="bench", model="claude-sonnet-4-5", base_url=server.url(""),
+                                     retries=0)
+        events = fv.anthropic_text(text, CHUNKS, input_tokens=900, output_tokens=110)
+        kind = "content_block_delta"
+    first_text = next(i for i, (event, data) in enumerate(events)
+                      if (event == kind if kind else isinstance(data, dict) and data.get("choices")
+                          and data["choices"][0]["delta"].get("content")))
+    return provider, events, first_text
+
+
+def measure_vendors(runs: int = RUNS) -> dict:
+    """One row per vendor provider: its fake server writing the first text event -> the decoder's first delta."""
+    from tests.providers.fake_vendors import FakeVendor
+    from tests.providers.fake_vendors import Reply as VendorReply
+
+    message = _message()
+    request = GenerateInput(prompt="oi", system="Você é Ana.",
+                            parameters=GenerateParameters(json_schema=SCHEMA, schema_name="speak"))
+    results: dict = {}
+    for name in VENDORS:
+        server = FakeVendor()
+        provider, events, mark = _vendor_case(name, server, message)
+        first_delta: list[float] = []
+        cpu: list[float] = []
+        try:
+            for run in range(WARMUP + runs):
+                server.push(VendorReply(events=events, chunk_delay_s=CHUNK_GAP_S, mark=mark))
+                decoder = StreamingMessageDecoder()
+                seen_at = None
+                text = []
+                cpu_start = time.thread_time()
+                for chunk in provider.generate_message_stream(request):
+                    _, delta = decoder.push(chunk.accumulated)
+                    if delta:
+                        if seen_at is None:
+                            seen_at = time.perf_counter()
+                        text.append(delta)
+                cpu_used = time.thread_time() - cpu_start
+                assert "".join(text) == message, f"{name}: the deltas must rebuild the message"
+                if run >= WARMUP:
+                    first_delta.append((seen_at - server.first_chunk_at[-1]) * 1000)
+                    cpu.append(cpu_used * 1000)
+        finally:
+            provider.close()
+            server.close()
+        results[f"decoder_first_delta_ms_over_fake_{name}"] = round(statistics.median(first_delta), 3)
+        results[f"decoder_first_delta_ms_over_fake_{name}_p95"] = round(_percentile(first_delta, 0.95), 3)
+        results[f"provider_decoder_cpu_ms_per_streamed_reply_{name}"] = round(statistics.median(cpu), 3)
+    return results
+
+
 def main() -> dict:
     from bench.hostbench import quick
 
@@ -220,6 +298,7 @@ def main() -> dict:
         results.update(measure_turn_over_gemini(runs))
     except Exception as exc:  # reported, never fatal: the provider figures above stand on their own
         results["turn_over_fake_gemini_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    results.update(measure_vendors(runs))
     out = ROOT / "bench" / "results" / "stream.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
@@ -234,6 +313,8 @@ def print_table(r: dict) -> None:
         ("turn start -> first delta, GeminiProvider + fake server", "first_delta_ms_over_fake_gemini", ""),
         ("first chunk -> first delta, provider + decoder only", "decoder_first_delta_ms", ""),
         ("engine CPU ms per streamed turn", "engine_ms_per_streamed_turn", ""),
+        *((f"  first text -> first delta, {name} adapter + decoder", f"decoder_first_delta_ms_over_fake_{name}",
+           "") for name in VENDORS),
     ]
     for label, key, target in rows:
         print(f"{label:<58}{r.get(key, '-')!s:>10}  {target}")
@@ -246,4 +327,13 @@ if __name__ == "__main__":
 
     if "--quick" in sys.argv:
         os.environ["FALAI_BENCH_QUICK"] = "1"
-    main()
+    if "--vendors" in sys.argv:  # only the vendor rows, merged into the existing results
+        from bench.hostbench import quick
+
+        path = ROOT / "bench" / "results" / "stream.json"
+        merged = {**(json.loads(path.read_text()) if path.exists() else {}),
+                  **measure_vendors(10 if quick() else RUNS)}
+        path.write_text(json.dumps(merged, indent=2) + "\n")
+        print_table(merged)
+    else:
+        main()

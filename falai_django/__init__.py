@@ -45,6 +45,11 @@ _EXPORTS: dict[str, str] = {
     # providers
     "GeminiProvider": "falai_django.providers.gemini",
     "FallbackProvider": "falai_django.providers.fallback",
+    "OpenAIProvider": "falai_django.providers.openai",
+    "OpenAICompatibleProvider": "falai_django.providers.openai",
+    "OpenRouterProvider": "falai_django.providers.openai",
+    "DeepSeekProvider": "falai_django.providers.openai",
+    "AnthropicProvider": "falai_django.providers.anthropic",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -41,8 +41,11 @@ def provider_label(agent: Any = None) -> str:
     provider = agent.provider
     name = getattr(provider, "name", type(provider).__name__)
     if name == "offline":
-        return "offline (no GEMINI_API_KEY: deterministic replies marked [offline], no network)"
+        return "offline (no GEMINI_API_KEY or other model key: deterministic replies marked [offline], no network)"
     model = getattr(provider, "model", None)
+    base_url = getattr(provider, "base_url", None) if name == "local" else None
+    if model and base_url:
+        return f"{name} ({model} at {base_url})"
     return f"{name} ({model})" if model else str(name)
 
 

@@ -3,8 +3,13 @@
 `FALAI = {"AGENT": "project.agents.ana"}` points here. `ana` is built on first use (a module
 `__getattr__`), so importing this module or the settings never needs a key or the network.
 
-- **Provider.** `GeminiProvider` when `GEMINI_API_KEY` is set; otherwise the package's
-  `OfflineProvider` (deterministic, no network, every reply marked "[offline]").
+- **Provider.** Picked from the environment (`make_provider`), first match wins:
+  `GEMINI_API_KEY` -> `GeminiProvider`; `OPENAI_BASE_URL` -> `OpenAICompatibleProvider` on that
+  local or compatible server; `OPENAI_API_KEY` -> `OpenAIProvider`; `ANTHROPIC_API_KEY` ->
+  `AnthropicProvider`; none -> the package's `OfflineProvider` (deterministic, no network,
+  every reply marked "[offline]"). `FALAI_DEMO_PROVIDER` (gemini, openai, local, anthropic,
+  offline) picks one when several are set; `GEMINI_MODEL`, `OPENAI_MODEL`, `ANTHROPIC_MODEL`
+  choose the models.
 - **Triagem** is Ana exactly as the page writes her: `nome`, `empresa`, `tamanho`,
   `confirmado`, and the confirm loop back to `quem`.
 - **Lembrete** (silence): ten minutes after Ana last spoke with no answer, she nudges once.
@@ -15,12 +20,17 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
-from falai_django import GeminiProvider, falai
+from falai_django import AnthropicProvider, GeminiProvider, OpenAICompatibleProvider, OpenAIProvider, falai
 from falai_django.providers.offline import OfflineProvider
 
 GEMINI_MODEL = "gemini-2.5-flash"
+OPENAI_MODEL = "gpt-4.1-mini"
+LOCAL_MODEL = "llama3.2"  # what a local OpenAI-compatible server (Ollama, vLLM, LM Studio) serves
+ANTHROPIC_MODEL = "claude-sonnet-4-5"
+PROVIDER_CHOICES = ("gemini", "local", "openai", "anthropic", "offline")  # in the order they are tried
 
 f = falai().fields({
     "nome": {"type": "string", "ask": "Pergunte o nome da pessoa, sem tom de formulário."},
@@ -72,13 +82,42 @@ AGENDA = f.flow({
 })
 
 
-def make_provider(api_key: str | None = None) -> Any:
-    """Gemini with a key, the offline provider without one."""
-    key = os.environ.get("GEMINI_API_KEY", "") if api_key is None else api_key
-    if key:
-        return GeminiProvider(api_key=key, model=os.environ.get("GEMINI_MODEL", GEMINI_MODEL))
+def provider_choice(env: Mapping[str, str]) -> str:
+    """Which provider the environment names (see the module docstring); "offline" when none."""
+    forced = env.get("FALAI_DEMO_PROVIDER", "").strip().lower()
+    if forced:
+        if forced not in PROVIDER_CHOICES:
+            raise ValueError(f'FALAI_DEMO_PROVIDER is "{forced}": it must be one of {", ".join(PROVIDER_CHOICES)}.')
+        return forced
+    if env.get("GEMINI_API_KEY"):
+        return "gemini"
+    if env.get("OPENAI_BASE_URL"):
+        return "local"
+    if env.get("OPENAI_API_KEY"):
+        return "openai"
+    if env.get("ANTHROPIC_API_KEY"):
+        return "anthropic"
+    return "offline"
+
+
+def make_provider(api_key: str | None = None, env: Mapping[str, str] | None = None) -> Any:
+    """The provider the environment picks; `api_key` given means Gemini with that key ("" means offline)."""
+    env = os.environ if env is None else env
+    choice = ("gemini" if api_key else "offline") if api_key is not None else provider_choice(env)
+    if choice == "gemini":
+        return GeminiProvider(api_key=api_key or env.get("GEMINI_API_KEY", ""),
+                              model=env.get("GEMINI_MODEL", GEMINI_MODEL))
+    if choice == "local":  # a local server usually ignores the key, but the SDK wants one
+        return OpenAICompatibleProvider(api_key=env.get("OPENAI_API_KEY") or "local", name="local",
+                                        model=env.get("OPENAI_MODEL", LOCAL_MODEL),
+                                        base_url=env.get("OPENAI_BASE_URL") or None)
+    if choice == "openai":
+        return OpenAIProvider(api_key=env.get("OPENAI_API_KEY", ""), model=env.get("OPENAI_MODEL", OPENAI_MODEL))
+    if choice == "anthropic":
+        return AnthropicProvider(api_key=env.get("ANTHROPIC_API_KEY", ""),
+                                 model=env.get("ANTHROPIC_MODEL", ANTHROPIC_MODEL))
     try:  # how slowly the offline replies stream in, so the demo shows streaming
-        delay_ms = max(0.0, float(os.environ.get("FALAI_OFFLINE_DELAY_MS", "12")))
+        delay_ms = max(0.0, float(env.get("FALAI_OFFLINE_DELAY_MS", "12")))
     except ValueError:
         delay_ms = 12.0
     return OfflineProvider(language="pt", chunk_delay_s=delay_ms / 1000)

@@ -3,8 +3,9 @@ worker and the wake dispatcher together until Ctrl-C (which stops all of them).
 
 - `FALAI_DEMO_HOST` / `FALAI_DEMO_PORT` choose the address (default 127.0.0.1:8000).
 - The `admin` superuser is created on the first run, with a random password printed once.
-- `GEMINI_API_KEY` set: Ana answers with Gemini; unset: with the offline provider. The banner
-  says which.
+- The provider comes from the environment (`project.agents.make_provider`): `GEMINI_API_KEY`,
+  `OPENAI_BASE_URL` (a local OpenAI-compatible server), `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`,
+  first match wins; none set: the offline provider. The banner says which answers.
 
 Each child runs in its own process group, so stopping it also stops what it forked (the
 django-q2 cluster's workers). Ctrl-C, SIGTERM, or any child exiting stops them all: SIGINT

@@ -101,7 +101,9 @@ _AUTH = _any(
     r"unauthorized|UNAUTHENTICATED|PERMISSION_DENIED|API_KEY_INVALID",
     r"authentication[_\s](?:failed|invalid|error)", r"account (?:disabled|suspended|deactivated|banned)",
 )
-_CONTENT = _any(r"content[_\s]filter", r"content policy", r"safety|PROHIBITED_CONTENT|blocked|refusal")
+_CONTENT = _any(r"content[_\s]filter", r"content policy", r"safety|PROHIBITED_CONTENT|blocked|refusal",
+               # OpenAI's 400 `invalid_prompt`: "... flagged as potentially violating our usage policy"
+               r"flagged as potentially violating", r"violat\w* (?:our |the )?usage polic")
 _RATE = re.compile(r"(?i:rate[_\s-]?limit|too many requests)|RESOURCE_EXHAUSTED")
 # Google's status names are upper case by contract; kept exact so prose does not match.
 _OVERLOAD = re.compile(
@@ -202,6 +204,8 @@ def is_transport_failure(exc: BaseException) -> bool:
         if is_abort(current):
             return False
         names = _mro_names(current)
+        if names & _TIMEOUT_NAMES:
+            return False  # the openai / anthropic SDKs' APITimeoutError subclasses APIConnectionError
         if names & _TRANSPORT_NAMES:
             return True
         if _int_attr(current, "errno") in _TRANSPORT_ERRNOS:

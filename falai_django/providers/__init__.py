@@ -6,8 +6,11 @@ the submodule of that name).
 - `jsonparse`: lenient envelope parsing (`envelope_of`, `try_parse_json_response`, ...), §6.3.
 - `streaming`: `StreamingMessageDecoder` / `extract_message_so_far`, §4.2.
 - `classify`: `classify_error(exc, provider_name) -> ProviderError`, `speak_deferral`, §5.4 / §6.5.
-- `GeminiProvider` (google-genai) and `FallbackProvider` resolve lazily, so importing this
-  package does not import the SDK.
+- `GeminiProvider` (google-genai), `OpenAIProvider` / `OpenAICompatibleProvider` /
+  `OpenRouterProvider` / `DeepSeekProvider` (openai), `AnthropicProvider` (anthropic) and
+  `FallbackProvider` resolve lazily, so importing this package imports no SDK.
+- `adapter`: the pipeline those vendor providers share (retries, backup models, redaction, the
+  terminal envelope).
 """
 
 from __future__ import annotations
@@ -48,6 +51,11 @@ _LAZY = {
     "FallbackProvider": "falai_django.providers.fallback",
     "NoAvailableProviderError": "falai_django.providers.fallback",
     "CooldownInfo": "falai_django.providers.fallback",
+    "OpenAIProvider": "falai_django.providers.openai",
+    "OpenAICompatibleProvider": "falai_django.providers.openai",
+    "OpenRouterProvider": "falai_django.providers.openai",
+    "DeepSeekProvider": "falai_django.providers.openai",
+    "AnthropicProvider": "falai_django.providers.anthropic",
 }
 
 __all__ = [

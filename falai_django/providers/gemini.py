@@ -18,34 +18,35 @@ client at a proxy or a local test server speaking the Generative Language REST d
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import random
 import re
-import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any, NoReturn
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping
+from typing import Any
 
-from falai_django.llm.classify import classify_error
-from falai_django.llm.errors import ProviderError
-from falai_django.llm.jsonparse import is_json_shaped, try_parse_json_response
-from falai_django.llm.types import (
-    BaseProvider,
-    GenerateInput,
-    GenerateOutput,
-    ProviderCapabilities,
-    StreamChunk,
-    ToolSpec,
+from falai_django.llm.types import GenerateInput, ProviderCapabilities
+from falai_django.providers.adapter import (
+    BACKOFF_BASE_MS,
+    BACKOFF_CAP_MS,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_MS,
+    SCHEMA_IN_PROMPT,
+    ReplyFold,
+    StreamingAdapter,
+    history_call,
+    history_calls,
+    tool_call_id,
+    tool_spec,
 )
+from falai_django.providers.adapter import read as _read
+from falai_django.providers.adapter import redacted as _redacted  # noqa: F401 - old import path
+from falai_django.providers.adapter import reraise as _reraise  # noqa: F401 - old import path
 
-DEFAULT_TIMEOUT_MS = 60_000
-DEFAULT_RETRIES = 3
-BACKOFF_BASE_MS = 1_000
-BACKOFF_CAP_MS = 30_000
-_BACKUP_KINDS = frozenset({"overload", "rate", "model"})
+__all__ = ["GeminiProvider", "gemini_json_schema", "DEFAULT_TIMEOUT_MS", "DEFAULT_RETRIES", "BACKOFF_BASE_MS",
+           "BACKOFF_CAP_MS"]
 _THINKING_LEVEL = {"none": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "high": "HIGH", "max": "HIGH"}
 _FINISH = {"MAX_TOKENS": "length", "SAFETY": "content_filter", "PROHIBITED_CONTENT": "content_filter"}
+_BLOCKED = frozenset({"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII"})
 
 # JSON-Schema keywords Gemini's `responseJsonSchema` / `parametersJsonSchema` understand.
 _SCHEMA_KEYWORDS = frozenset({
@@ -53,9 +54,7 @@ _SCHEMA_KEYWORDS = frozenset({
     "prefixItems", "minItems", "maxItems", "minimum", "maximum", "minLength", "maxLength", "pattern",
     "anyOf", "oneOf", "properties", "additionalProperties", "required", "propertyOrdering",
 })
-_SCHEMA_IN_PROMPT = (
-    "Reply with a single JSON object, and nothing else, that conforms to this JSON schema:\n{schema}"
-)
+_SCHEMA_IN_PROMPT = SCHEMA_IN_PROMPT
 
 
 def gemini_json_schema(schema: Any) -> Any:
@@ -101,15 +100,6 @@ def _takes_schema_with_tools(model: str) -> bool:
     return bool(match) and int(match.group(1)) >= 3
 
 
-def _arguments(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str) and value.strip():
-        parsed = try_parse_json_response(value)
-        return parsed if isinstance(parsed, dict) else {"value": parsed} if parsed is not None else {}
-    return {}
-
-
 def _tool_response(content: Any) -> dict[str, Any]:
     """A tool result as Gemini's functionResponse.response: an object, else wrapped as {output}."""
     if isinstance(content, dict):
@@ -134,24 +124,6 @@ def _signature_bytes(value: Any) -> bytes | None:
     return None
 
 
-def _read(item: Any, key: str) -> Any:
-    """`item[key]` for a mapping, `item.key` for any other object; None when absent."""
-    if isinstance(item, Mapping):
-        return item.get(key)
-    return getattr(item, key, None)
-
-
-def _call_of(call: Any) -> tuple[str | None, str, dict[str, Any], Any]:
-    """(id, name, arguments, thoughtSignature) from a history tool call in any common spelling."""
-    function = _read(call, "function")
-    function = function if isinstance(function, Mapping) else {}
-    name = _read(call, "toolName") or _read(call, "name") or function.get("name") or ""
-    args = next((v for v in (_read(call, "arguments"), _read(call, "args"), function.get("arguments"))
-                 if v is not None), None)
-    signature = _read(call, "thoughtSignature") or _read(call, "thought_signature")
-    return _read(call, "id"), str(name), _arguments(args), signature
-
-
 class _Request:
     """The parts of one call that do not depend on the model: contents, system text, tools."""
 
@@ -169,8 +141,8 @@ class _Request:
                     contents.append({"role": "user", "parts": [{"text": str(content)}]})
             elif role == "assistant":
                 parts: list[dict[str, Any]] = [{"text": str(content)}] if content else []
-                for call in _read(item, "tool_calls") or _read(item, "toolCalls") or []:
-                    call_id, name, args, signature = _call_of(call)
+                for call in history_calls(item):
+                    call_id, name, args, signature = history_call(call)
                     part: dict[str, Any] = {"function_call": {"name": name, "args": args}}
                     if call_id:
                         part["function_call"]["id"] = call_id
@@ -183,7 +155,7 @@ class _Request:
             elif role == "tool":
                 response: dict[str, Any] = {"name": str(_read(item, "name") or ""),
                                             "response": _tool_response(content)}
-                call_id = _read(item, "tool_call_id") or _read(item, "toolCallId")
+                call_id = tool_call_id(item)
                 if call_id:
                     response["id"] = call_id
                 part = {"function_response": response}
@@ -201,14 +173,12 @@ class _Request:
         self.json_on = bool(self.schema)
         self.max_output_tokens = input.parameters.max_output_tokens
         self.effort = (input.parameters.reasoning or {}).get("effort")
+        self.sdk_contents: list[Any] = []  # the SDK objects, built by the provider
 
 
 def _declaration(tool: Any) -> dict[str, Any]:
     """A ToolSpec (or a dict / object with the same fields) as a Gemini functionDeclaration."""
-    if not isinstance(tool, ToolSpec):
-        read = tool.get if isinstance(tool, dict) else (lambda key: getattr(tool, key, None))
-        tool = ToolSpec(id=read("id") or read("name") or "", name=read("name"),
-                        description=read("description"), parameters=read("parameters"))
+    tool = tool_spec(tool)
     declaration: dict[str, Any] = {
         "name": tool.name or tool.id,
         "parametersJsonSchema": gemini_json_schema(tool.parameters or {"type": "object"}),
@@ -218,33 +188,31 @@ def _declaration(tool: Any) -> dict[str, Any]:
     return declaration
 
 
-class _Fold:
-    """Accumulates one attempt's streamed responses into text, tool calls and metadata."""
-
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self.text = ""
-        self.reasoning = ""
-        self.calls: list[dict[str, Any]] = []
-        self.usage: Any = None
-        self.finish: str | None = None
-        self.model_version: str | None = None
-        self.block_reason: str | None = None
+class _Fold(ReplyFold):
+    """Folds Gemini's streamed responses into the shared `ReplyFold`."""
 
     def add(self, response: Any) -> str:
         """Folds one response in; returns its new text (the chunk's delta)."""
-        if response.usage_metadata is not None:
-            self.usage = response.usage_metadata
+        usage = response.usage_metadata
+        if usage is not None:
+            self.set_usage(usage.prompt_token_count,
+                           None if usage.candidates_token_count is None and usage.prompt_token_count is None
+                           else (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0),
+                           usage.cached_content_token_count)
         if response.model_version:
-            self.model_version = response.model_version
+            self.extra["modelVersion"] = response.model_version
         feedback = response.prompt_feedback
         if feedback is not None and feedback.block_reason:
-            self.block_reason = _enum_name(feedback.block_reason)
+            self.blocked = _enum_name(feedback.block_reason)
         if not response.candidates:
             return ""
         candidate = response.candidates[0]
         if candidate.finish_reason:
-            self.finish = _enum_name(candidate.finish_reason)
+            code = _enum_name(candidate.finish_reason)
+            self.finish_code = code
+            self.finish = _FINISH.get(code, "stop")
+            if code in _BLOCKED and not self.blocked:
+                self.blocked = code
         if candidate.content is None or not candidate.content.parts:
             return ""
         delta: list[str] = []
@@ -264,52 +232,7 @@ class _Fold:
                     self.reasoning += part.text
                 else:
                     delta.append(part.text)
-        text = "".join(delta)
-        self.text += text
-        return text
-
-    def require_content(self, provider: str) -> None:
-        """A stream that ended with neither text nor tool calls failed (overload, or content if blocked)."""
-        if self.text or self.calls:
-            return
-        if self.block_reason or self.finish in ("SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII"):
-            reason = self.block_reason or self.finish
-            raise ProviderError(provider, "content", f"{provider} content: the reply was blocked ({reason})",
-                                code=reason)
-        raise ProviderError(provider, "overload", f"{provider} overload: the stream ended with no content",
-                            code=self.finish)
-
-    def metadata(self) -> dict[str, Any]:
-        finish = "tool_calls" if self.calls else _FINISH.get(self.finish or "", "stop")
-        meta: dict[str, Any] = {"model": self.model, "finishReason": finish}
-        if self.model_version:
-            meta["modelVersion"] = self.model_version
-        usage = self.usage
-        if usage is not None and (usage.prompt_token_count is not None or usage.candidates_token_count is not None):
-            prompt = usage.prompt_token_count or 0
-            completion = (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
-            meta.update(promptTokens=prompt, completionTokens=completion,
-                        cachedInputTokens=usage.cached_content_token_count or 0, tokensUsed=prompt + completion)
-        return meta
-
-    def terminal(self, json_on: bool, provider: str) -> StreamChunk:
-        text = self.text
-        structured: dict[str, Any] | None = None
-        if json_on:
-            parsed = try_parse_json_response(text) if text.strip() else None
-            if isinstance(parsed, dict):
-                structured = parsed
-            elif is_json_shaped(text):
-                text = ""  # a broken envelope is never shown to a customer
-        if self.calls:
-            structured = {**(structured or {})}
-            structured["message"] = structured.get("message") or text
-            structured["toolCalls"] = self.calls
-            if self.reasoning:
-                structured["reasoning"] = self.reasoning
-        if not text.strip() and not self.calls:
-            raise ProviderError(provider, "unknown", f"No response from {provider}: the reply was empty or unreadable")
-        return StreamChunk(delta="", accumulated=text, done=True, metadata=self.metadata(), structured=structured)
+        return self.add_text("".join(delta))
 
 
 def _enum_name(value: Any) -> str:
@@ -321,7 +244,7 @@ def _in_band(exc: BaseException) -> bool:
     return getattr(getattr(exc, "response", None), "status_code", None) == 200
 
 
-class GeminiProvider(BaseProvider):
+class GeminiProvider(StreamingAdapter):
     """Gemini over `google-genai`. Keep one instance per process: it owns an HTTP client.
 
     Options: `api_key` (required), `model`, `base_url`, `timeout_ms` (idle deadline, 0 means
@@ -355,11 +278,6 @@ class GeminiProvider(BaseProvider):
         http_options: dict[str, Any] | None = None,
         retry_config: Mapping[str, Any] | None = None,
     ) -> None:
-        if retry_config:  # upstream's retryConfig: {timeout, retries}; it wins over the flat options
-            if "timeout" in retry_config or "timeout_ms" in retry_config:
-                timeout_ms = retry_config.get("timeout", retry_config.get("timeout_ms"))
-            if "retries" in retry_config:
-                retries = retry_config["retries"]
         if not api_key or not str(api_key).strip():
             raise ValueError(
                 "[GeminiProvider] apiKey is empty: the provider cannot authenticate. Pass "
@@ -378,20 +296,17 @@ class GeminiProvider(BaseProvider):
         from google import genai
         from google.genai import types
 
+        self._init_policy(api_key=str(api_key), timeout_ms=timeout_ms, retries=retries, backup_models=backup_models,
+                          backoff_base_ms=backoff_base_ms, backoff_cap_ms=backoff_cap_ms, sleep=sleep,
+                          retry_config=retry_config)
         self.model = str(model).removeprefix("models/")
-        self.backup_models = [m.removeprefix("models/") for m in backup_models or []]
-        self.timeout_ms = int(timeout_ms or DEFAULT_TIMEOUT_MS)
-        self.retries = DEFAULT_RETRIES if retries is None else max(0, int(retries))
+        self.backup_models = [m.removeprefix("models/") for m in self.backup_models]
         self.json_with_tools = json_with_tools
         self.config = dict(config or {})
-        self.backoff_base_ms = backoff_base_ms
-        self.backoff_cap_ms = backoff_cap_ms
-        self._sleep_ms = sleep
         options = {"api_version": "v1beta", "timeout": self.timeout_ms, **(http_options or {})}
         if base_url:
             options["base_url"] = base_url
         self._types = types
-        self._secret = str(api_key)
         self._client = genai.Client(api_key=str(api_key), vertexai=False, http_options=types.HttpOptions(**options))
 
     # -- request ---------------------------------------------------------------------------
@@ -441,143 +356,42 @@ class GeminiProvider(BaseProvider):
             raw["thinking_config"] = {"thinkingLevel": _THINKING_LEVEL[effort]}
         return validated.model_copy(update=raw) if raw else validated
 
-    # -- retry policy ----------------------------------------------------------------------
+    # -- one attempt (the shared loop in `adapter` retries, backs up and finishes) --------------
 
-    def _after_failure(self, exc: Exception, emitted: bool, attempt: int, model_index: int,
-                       models: int) -> tuple[str, float]:
-        """("retry", delay_ms) or ("backup", 0) after a failed call; otherwise re-raises it, classified
-        and with the key redacted. Once output was emitted it always re-raises: never restart an answer."""
-        error = _redacted(classify_error(exc, self.name, in_stream=_in_band(exc)), self._secret)
-        if not emitted:
-            if error.is_transient and attempt < self.retries:
-                delay = self._backoff_ms(attempt, error.retry_after_ms)
-                if delay is not None:
-                    return "retry", delay
-            if error.kind in _BACKUP_KINDS and model_index + 1 < models:
-                return "backup", 0.0
-        _reraise(error, exc, self._secret)
-
-    def _backoff_ms(self, attempt: int, retry_after_ms: int | None) -> float | None:
-        """Full-jitter exponential backoff; a server hint is honoured up to the cap, beyond it we stop."""
-        if retry_after_ms is not None:
-            return float(retry_after_ms) if retry_after_ms <= self.backoff_cap_ms else None
-        return random.uniform(0, min(self.backoff_cap_ms, self.backoff_base_ms * 2**attempt))
-
-    def _wait(self, delay_ms: float) -> None:
-        if self._sleep_ms is not None:
-            self._sleep_ms(delay_ms)
-        else:
-            time.sleep(delay_ms / 1000)
-
-    async def _await(self, delay_ms: float) -> None:
-        if self._sleep_ms is not None:
-            self._sleep_ms(delay_ms)
-        else:
-            await asyncio.sleep(delay_ms / 1000)
-
-    # -- the call --------------------------------------------------------------------------
-
-    def generate_message_stream(self, input: GenerateInput) -> Iterator[StreamChunk]:
+    def _prepare(self, input: GenerateInput) -> _Request:
         request = _Request(input)
-        contents = [self._types.Content.model_validate(c) for c in request.contents]
-        models = [self.model, *self.backup_models]
-        for index, model in enumerate(models):
-            config = self._config_for(request, model)
-            attempt = 0
-            while True:
-                fold = _Fold(model)
-                emitted = False
-                stream = None
-                try:
-                    stream = self._client.models.generate_content_stream(
-                        model=model, contents=contents, config=config)
-                    for response in stream:
-                        delta = fold.add(response)
-                        if delta:
-                            emitted = True
-                            yield StreamChunk(delta=delta, accumulated=fold.text)
-                    fold.require_content(self.name)
-                except Exception as exc:
-                    step, delay = self._after_failure(exc, emitted, attempt, index, len(models))
-                    if step == "retry":
-                        self._wait(delay)
-                        attempt += 1
-                        continue
-                    break  # on to the next backup model
-                finally:
-                    close = getattr(stream, "close", None)
-                    if close is not None:
-                        close()
-                yield fold.terminal(request.json_on, self.name)
-                return
+        request.sdk_contents = [self._types.Content.model_validate(c) for c in request.contents]
+        return request
 
-    async def agenerate_message_stream(self, input: GenerateInput) -> AsyncIterator[StreamChunk]:
-        """See generate_message_stream(); runs on the SDK's native async client."""
-        request = _Request(input)
-        contents = [self._types.Content.model_validate(c) for c in request.contents]
-        models = [self.model, *self.backup_models]
-        for index, model in enumerate(models):
-            config = self._config_for(request, model)
-            attempt = 0
-            while True:
-                fold = _Fold(model)
-                emitted = False
-                stream = None
-                try:
-                    stream = await self._client.aio.models.generate_content_stream(
-                        model=model, contents=contents, config=config)
-                    async for response in stream:
-                        delta = fold.add(response)
-                        if delta:
-                            emitted = True
-                            yield StreamChunk(delta=delta, accumulated=fold.text)
-                    fold.require_content(self.name)
-                except Exception as exc:
-                    step, delay = self._after_failure(exc, emitted, attempt, index, len(models))
-                    if step == "retry":
-                        await self._await(delay)
-                        attempt += 1
-                        continue
-                    break
-                finally:
-                    aclose = getattr(stream, "aclose", None)
-                    if aclose is not None:
-                        await aclose()
-                yield fold.terminal(request.json_on, self.name)
-                return
+    def _fold(self, model: str) -> _Fold:
+        return _Fold(model)
 
-    async def agenerate_message(self, input: GenerateInput) -> GenerateOutput:
-        """See generate_message()."""
-        last: StreamChunk | None = None
-        async for chunk in self.agenerate_message_stream(input):
-            last = chunk
-        if last is None:  # unreachable: the stream ends with a terminal chunk or raises
-            raise ProviderError(self.name, "overload", f"{self.name}: no response")
-        return GenerateOutput(message=last.accumulated, metadata=last.metadata or {}, structured=last.structured)
+    def _in_stream(self, exc: BaseException, fold: ReplyFold) -> bool:
+        return _in_band(exc)
+
+    def _attempt(self, request: _Request, model: str, fold: _Fold) -> Generator[str, None, None]:
+        stream = self._client.models.generate_content_stream(
+            model=model, contents=request.sdk_contents, config=self._config_for(request, model))
+        try:
+            for response in stream:
+                yield fold.add(response)
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+    async def _aattempt(self, request: _Request, model: str, fold: _Fold) -> AsyncGenerator[str, None]:
+        stream = await self._client.aio.models.generate_content_stream(
+            model=model, contents=request.sdk_contents, config=self._config_for(request, model))
+        try:
+            async for response in stream:
+                yield fold.add(response)
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     def close(self) -> None:
         """Releases the SDK's HTTP connections."""
         self._client.close()
 
-
-def _redacted(error: ProviderError, secret: str) -> ProviderError:
-    """`error` with the API key blanked out of its message and body (a proxy or server that echoes
-    the request must not push the key into logs, run records or API answers)."""
-    body = error.body if isinstance(error.body, str) else None
-    if not secret or (secret not in str(error) and not (body and secret in body)):
-        return error
-    clean = ProviderError(
-        error.provider, error.kind, str(error).replace(secret, "[redacted]"), status=error.status,
-        code=error.code, retry_after_ms=error.retry_after_ms, reset_at_ms=error.reset_at_ms, window=error.window,
-        should_retry=error.should_retry, body=body.replace(secret, "[redacted]") if body else error.body,
-    )
-    clean.redacted = True  # type: ignore[attr-defined]
-    return clean
-
-
-def _reraise(error: ProviderError, exc: BaseException, secret: str = "") -> NoReturn:
-    if error is exc:
-        raise error
-    if getattr(error, "redacted", False) or (secret and secret in str(exc)):
-        raise error from None  # the original still carries the key: do not chain it
-    raise error from exc

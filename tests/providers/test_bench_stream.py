@@ -24,3 +24,11 @@ def test_stream_bench_measures_a_prompt_first_delta_from_the_decoder():
 def test_stream_bench_times_the_first_delta_from_the_turns_start():
     figures = _bench().measure_engine(runs=3)  # raises unless the deltas rebuild the scripted reply
     assert 0 < figures["first_delta_ms"] <= figures["engine_wall_ms_per_streamed_turn"]
+
+
+def test_stream_bench_has_a_row_per_vendor_provider():
+    bench = _bench()
+    figures = bench.measure_vendors(runs=2)  # asserts each provider's deltas rebuild the message
+    for name in bench.VENDORS:
+        assert 0 < figures[f"decoder_first_delta_ms_over_fake_{name}"] < 50, name
+        assert figures[f"provider_decoder_cpu_ms_per_streamed_reply_{name}"] > 0, name
