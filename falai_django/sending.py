@@ -286,7 +286,8 @@ def _drain(session_id: str, items: list, sender, sleep, deferred: list | None = 
             History.objects.filter(pk=item.pk).update(
                 send_status=History.SendStatus.FAILED if give_up else History.SendStatus.PENDING,
                 send_attempts=attempt,
-                send_error=f"{type(exc).__name__}: {exc}"[:2000],
+                # a channel's own refusal reads as it said it; anything else names the exception
+                send_error=(str(exc) if isinstance(exc, SendError) else f"{type(exc).__name__}: {exc}")[:2000],
                 next_attempt_at=None if give_up else timezone.now() + timedelta(seconds=delay),
             )
             logger.warning("falai send failed for %s (attempt %d): %s", session_id, attempt, exc)

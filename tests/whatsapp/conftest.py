@@ -35,7 +35,7 @@ def whatsapp_settings(settings, monkeypatch, graph_server):
     settings.FALAI = {
         "AGENT": "whatsapp.agents.current_agent",
         "SENDER": "falai_django.channels.whatsapp.send",
-        "SEND_RETRY_BASE_S": 0.01,
+        "SEND_RETRY_BASE_S": 30.0,  # a retry is never due within the test unless it says so
         "TURN_RETRY_BASE_S": 0.01,
         "SEND_HANDOFF": "queue",
         "WHATSAPP": {

@@ -57,13 +57,22 @@ def store_batch(batch: Batch) -> Stored:
                 logger.warning("whatsapp: message %s from %s left out: %s", message.id, message.session_id, exc)
                 stored.skipped += 1
                 continue
-            transaction.on_commit(partial(enqueue_turn, record.pk))
+            transaction.on_commit(partial(queue_turn, record.pk))
             stored.inputs += 1
         for reaction in batch.reactions:
             stored.reactions += record_reaction(reaction)
         for status in batch.statuses:
             stored.statuses += apply_status(status)
     return stored
+
+
+def queue_turn(record_id: int) -> None:
+    """Hand a stored input to the workers. A broker that is down must not fail the webhook (Meta
+    would retry it): the input stays `received` and the dispatcher's sweep hands it over later."""
+    try:
+        enqueue_turn(record_id)
+    except Exception:  # noqa: BLE001 - logged; the stored input is swept up
+        logger.exception("whatsapp: could not queue input %s; the sweep will", record_id)
 
 
 def record_reaction(reaction: Reaction) -> int:
@@ -81,8 +90,10 @@ def record_reaction(reaction: Reaction) -> int:
         media={"reaction_to": reaction.message_id},
         emission_key=f"{REACTION_KIND}:{reaction.id}",  # a redelivery adds nothing
     )
-    created = History.objects.bulk_create([row], ignore_conflicts=True)
-    return len(created)
+    if History.objects.filter(conversation_id=reaction.session_id, emission_key=row.emission_key).exists():
+        return 0
+    History.objects.bulk_create([row], ignore_conflicts=True)  # a redelivery racing this one adds nothing
+    return 1
 
 
 def apply_status(status: Status) -> int:

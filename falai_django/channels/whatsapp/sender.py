@@ -11,6 +11,7 @@ mark the row failed at once (`PermanentSendError`, with the code and title), any
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -93,6 +94,7 @@ def graph_error(status: int, data: Any, retry_after: str | None = None) -> SendE
     error = data.get("error") if isinstance(data, dict) and isinstance(data.get("error"), dict) else {}
     code = error.get("code")
     title = error.get("error_user_title") or error.get("title") or error.get("message") or f"HTTP {status}"
+    title = re.sub(r"^\(#\d+\)\s*", "", str(title))  # Meta prefixes its message with "(#code) "
     details = (error.get("error_data") or {}).get("details") if isinstance(error.get("error_data"), dict) else None
     text = " ".join(str(part) for part in (code, title) if part not in (None, ""))
     if details and details != title:
