@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from falai_django import GeminiProvider, falai
+from falai_django.channels import whatsapp
 from falai_django.providers.offline import OfflineProvider
 
 GEMINI_MODEL = "gemini-2.5-flash"
@@ -90,6 +91,9 @@ def build_ana(provider: Any = None, clock: Any = None) -> Any:
         name="Ana",
         provider=provider if provider is not None else make_provider(),
         flows=[TRIAGEM, LEMBRETE, AGENDA],
+        # On WhatsApp a flow can send an approved template outside the 24-hour window:
+        # {"do": "whatsapp_template", "with": {"name": "...", "body": ["{{data.nome}}"]}}
+        actions={whatsapp.TEMPLATE_ACTION: f.action(**whatsapp.template_action())},
         events={
             "demo_agendada": f.event(),
             # A human's reply from the admin counts as Ana speaking (silence timers re-arm).
