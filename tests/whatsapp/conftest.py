@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from . import agents, fake_graph
@@ -52,3 +54,9 @@ def whatsapp_settings(settings, monkeypatch, graph_server):
     agents.reset()
     yield
     conf.clear_cache()
+
+
+ON_POSTGRES = os.environ.get("FALAI_TEST_DB") == "postgres"
+# test_postgres.py re-runs this folder on PostgreSQL; inside that run it is not collected again,
+# nor is the browser test (it looks at the page, which does not depend on the database).
+collect_ignore_glob = ["test_postgres.py", "test_browser.py"] if ON_POSTGRES else []

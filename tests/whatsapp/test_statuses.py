@@ -81,3 +81,11 @@ def test_the_admin_shows_each_status_in_words(graph):
     report("read")
     html = client.get(page, headers={"accept-language": "pt-br"}).content.decode()
     assert ">lida</span>" in html
+
+
+def test_the_suite_runs_on_the_database_it_was_asked_for():
+    from django.db import connection
+
+    from .conftest import ON_POSTGRES
+
+    assert (connection.vendor == "postgresql") == ON_POSTGRES

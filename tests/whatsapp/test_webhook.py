@@ -155,3 +155,11 @@ def test_meta_batches_are_read_entry_by_change_by_message(graph, monkeypatch):
     assert response.json() == {"inputs": 3, "reactions": 0, "statuses": 0, "skipped": 1}
     assert list(TurnRecord.objects.order_by("id").values_list("conversation_id", "input_key")) == [
         ("5511000000001", "wamid.A"), ("5511000000002", "wamid.B"), ("5511000000002", "wamid.C")]
+
+
+def test_a_change_for_another_number_of_the_app_is_skipped(graph):
+    body = envelope([text("oi", "wamid.IN1", agents.START)])
+    body["entry"][0]["changes"][0]["value"]["metadata"]["phone_number_id"] = "999"
+    response = deliver(Client(), body)
+    assert response.json() == {"inputs": 0, "reactions": 0, "statuses": 0, "skipped": 1}
+    assert TurnRecord.objects.count() == 0 and graph.requests == []

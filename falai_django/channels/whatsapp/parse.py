@@ -95,8 +95,12 @@ def error_text(errors: Any) -> str:
     return f"{head}: {details}" if details and details != first.get("title") else head
 
 
-def parse_webhook(payload: Any) -> Batch:
-    """Read every entry × change of a webhook body. Unknown shapes are skipped, never raised."""
+def parse_webhook(payload: Any, phone_number_id: str | None = None) -> Batch:
+    """Read every entry × change of a webhook body. Unknown shapes are skipped, never raised.
+
+    With `phone_number_id`, changes addressed to another number of the same app are skipped
+    (their replies would leave from ours).
+    """
     batch = Batch()
     if not isinstance(payload, dict) or payload.get("object") != "whatsapp_business_account":
         batch.skipped.append(f"not a whatsapp_business_account body: {str(_as_dict(payload).get('object'))[:80]}")
@@ -107,6 +111,11 @@ def parse_webhook(payload: Any) -> Batch:
             value = _as_dict(change.get("value"))
             if change.get("field") != "messages":
                 batch.skipped.append(f"change field {change.get('field')!r}")
+                continue
+            number = _as_dict(value.get("metadata")).get("phone_number_id")
+            if phone_number_id and number and str(number) != str(phone_number_id):
+                logger.info("whatsapp: skipped a change for phone number id %s (ours is %s)", number, phone_number_id)
+                batch.skipped.append(f"change for phone number id {number}")
                 continue
             _read_value(value, batch)
     return batch

@@ -72,7 +72,7 @@ def deliver(request: HttpRequest, settings: dict[str, Any]) -> HttpResponse:
         return _refuse(400, "the body is not JSON")
     if not isinstance(payload, dict):
         return _refuse(400, "the body must be a JSON object")
-    batch = parse_webhook(_clean(payload))
+    batch = parse_webhook(_clean(payload), str(settings.get("PHONE_NUMBER_ID") or "") or None)
     stored = store_batch(batch)
     return JsonResponse({"inputs": stored.inputs, "reactions": stored.reactions, "statuses": stored.statuses,
                          "skipped": stored.skipped})
