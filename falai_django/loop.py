@@ -219,9 +219,11 @@ def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tu
 
 
 def context_for(session_id: str, session: Any, turn_input: dict[str, Any], given: Any = UNSET) -> Any:
-    if given is not UNSET:
+    if given is not UNSET and not channels.is_channel_context(given):
         return given
     builder = conf.get_context_builder()
+    if given is not UNSET:  # a channel's details ride over the project's own context
+        return channels.merge_context(builder(session_id, session, turn_input) if builder else None, given)
     return builder(session_id, session, turn_input) if builder else None
 
 

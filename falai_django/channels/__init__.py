@@ -36,3 +36,20 @@ def silenced_by_channel(kind: str, session: Any, agent: Any = None) -> Any:
     from .whatsapp.window import window_silenced
 
     return window_silenced(kind, session, conf.agent_now(agent), settings["WINDOW"])
+
+
+# The keys a channel puts in a stored input's context (its own details, not the project's).
+CHANNEL_CONTEXT_KEYS = frozenset({"whatsapp"})
+
+
+def is_channel_context(context: Any) -> bool:
+    """A context a channel stored with the input: only its own keys (`{"whatsapp": {...}}`)."""
+    return isinstance(context, dict) and bool(context) and set(context) <= CHANNEL_CONTEXT_KEYS
+
+
+def merge_context(built: Any, channel: dict[str, Any]) -> Any:
+    """The project's context (`FALAI["CONTEXT"]`) with the channel's keys added. A project context
+    that is not a dict is kept as it is (its flows are written against it); none gives the channel's."""
+    if isinstance(built, dict):
+        return {**built, **channel}
+    return channel if built is None else built
