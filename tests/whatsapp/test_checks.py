@@ -67,3 +67,30 @@ def test_whatsapp_is_a_known_falai_key(settings):
 
     settings.FALAI = {"AGENT": "whatsapp.agents.current_agent", "SENDER": SENDER, "WHATSAPP": GOOD}
     assert "falai_django.W002" not in [p.id for p in check_falai_settings()]
+
+
+def test_the_demo_switches_to_whatsapp_with_the_environment():
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script = ("import json, project.settings as s; "
+              "print(json.dumps({'sender': s.FALAI.get('SENDER'), 'whatsapp': s.FALAI.get('WHATSAPP')}))")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("WHATSAPP_")}
+
+    def demo(**env):
+        run = subprocess.run([sys.executable, "-c", script], cwd=root, env={**base, **env},
+                             capture_output=True, text=True, timeout=60, check=True)
+        return json.loads(run.stdout.strip().splitlines()[-1])
+
+    assert demo() == {"sender": None, "whatsapp": None}
+    live = demo(WHATSAPP_PHONE_NUMBER_ID="123", WHATSAPP_ACCESS_TOKEN="tok", WHATSAPP_APP_SECRET="sec",
+                WHATSAPP_VERIFY_TOKEN="ver", WHATSAPP_WINDOW="off")
+    assert live["sender"] == SENDER
+    assert {k: live["whatsapp"][k] for k in ("PHONE_NUMBER_ID", "ACCESS_TOKEN", "APP_SECRET", "VERIFY_TOKEN",
+                                             "WINDOW")} == {"PHONE_NUMBER_ID": "123", "ACCESS_TOKEN": "tok",
+                                                            "APP_SECRET": "sec", "VERIFY_TOKEN": "ver",
+                                                            "WINDOW": None}
