@@ -45,6 +45,10 @@ def ana(clock: Any) -> Any:
                 {"id": "volta", "do": whatsapp.TEMPLATE_ACTION,
                  "with": {"name": "retomada", "language": "pt_BR", "body": ["{{data.nome}}"]}},
             ],
+        }), f.flow({
+            "id": "campanha",
+            "name": "Campanha",
+            "steps": [{"id": "convite", "do": whatsapp.TEMPLATE_ACTION, "with": {"name": "convite"}}],
         })],
     )
 

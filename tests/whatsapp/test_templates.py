@@ -62,14 +62,33 @@ def test_outside_the_host_loop_the_action_fails_clearly():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_unsaved_conversation_fails_the_action():
+def test_in_a_conversations_first_turn_the_action_defers_until_it_is_saved():
     token = channels.enter_session("5511000000009")
     try:
         result = run_template({"name": "x"}, SimpleNamespace(key="r:s:1", run=None))
     finally:
         channels.leave_session(token)
-    assert "not saved yet" in result["failed"]
+    assert result["defer"] == "5s"
     assert History.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_campaign_start_for_a_new_number_sends_its_template(graph):
+    from falai_django import host
+    from falai_django.wakes import dispatch_once
+
+    new = "5511000000077"
+    first = host.handle_start(new, "campanha", key="campanha:1")
+    assert [(line.kind, line.status) for line in first.result.outcomes] == [("do", "deferred")]
+    assert graph.requests == []
+
+    agents.clock().advance("5s")
+    assert dispatch_once() == 1  # the deferred action's wake, through django-q2 (in-line here)
+
+    bodies = [b for b in graph.bodies() if b["to"] == new]
+    assert [b["type"] for b in bodies] == ["template"]
+    assert bodies[0]["template"]["name"] == "convite"
+    assert History.objects.get(conversation_id=new, kind="template").send_status == "sent"
 
 
 @pytest.mark.django_db(transaction=True)

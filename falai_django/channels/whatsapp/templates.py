@@ -6,7 +6,8 @@
 
 The action puts the template into the outbox under the action's key (`ctx.key`, the same on a
 replayed turn), so a replay or a deferred re-run never sends it twice; the sender posts it as
-`type: "template"`. It runs inside the host's turn loop (it needs the conversation id).
+`type: "template"`. It runs inside the host's turn loop (it needs the conversation id); in a
+conversation's very first turn it defers itself a few seconds, until the conversation is saved.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ... import channels, conf
 
 TEMPLATE_ACTION = "whatsapp_template"
 TEMPLATE_KIND = "template"
+SAVED_SOON = "5s"  # how long a template of a conversation's very first turn waits for its row
 
 
 def template_action() -> dict[str, Any]:
@@ -79,7 +81,10 @@ def run_template(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     except ValueError as exc:
         return {"failed": str(exc)}
     if not SessionRow.objects.filter(pk=session_id).exists():
-        return {"failed": "the conversation is not saved yet: send the template from a later turn"}
+        # The conversation's first turn (a start or an event for a new number): its row is the
+        # outbox's foreign key and is written after the turn. Run again a moment later, under
+        # the same action key, once it exists.
+        return {"defer": SAVED_SOON, "detail": "waiting for the conversation to be saved"}
     row = outbox_row(
         session_id,
         text=f"[template {template['name']}]",
