@@ -98,7 +98,7 @@ def test_without_whatsapp_settings_the_webhook_is_404(settings):
 def test_the_post_stores_inputs_and_answers_before_any_turn_runs(graph, monkeypatch):
     """Turns run on the workers: here the queue is never drained, so only the inbox rows exist."""
     queued = []
-    monkeypatch.setattr("falai_django.channels.whatsapp.receive.enqueue_turn", queued.append)
+    monkeypatch.setattr("falai_django.channels.whatsapp.receive.enqueue", lambda func, ids: queued.append((func, ids)))
     body = envelope([text("oi", "wamid.IN1", agents.START), text("tudo bem?", "wamid.IN2", agents.START)])
 
     response = deliver(Client(), body)
@@ -108,7 +108,8 @@ def test_the_post_stores_inputs_and_answers_before_any_turn_runs(graph, monkeypa
     records = list(TurnRecord.objects.order_by("id"))
     assert [(r.conversation_id, r.input_key, r.status) for r in records] == [
         (WA_ID, "wamid.IN1", "received"), (WA_ID, "wamid.IN2", "received")]
-    assert queued == [r.pk for r in records]  # handed to django-q2 after commit
+    # handed to django-q2 after commit: one task for the conversation, its messages in order
+    assert queued == [("falai_django.tasks.process_turns", [r.pk for r in records])]
     assert History.objects.count() == 0 and graph.requests == []  # no turn, no send in the request
     assert records[0].input["context"]["whatsapp"]["profile_name"] == "Ana Cliente"
 
@@ -145,6 +146,7 @@ def test_text_postgresql_cannot_store_is_cleaned_not_refused(graph):
 
 def test_meta_batches_are_read_entry_by_change_by_message(graph, monkeypatch):
     monkeypatch.setattr("falai_django.channels.whatsapp.receive.enqueue_turn", lambda record_id: None)
+    monkeypatch.setattr("falai_django.channels.whatsapp.receive.enqueue", lambda func, ids: None)
     one = envelope([text("a", "wamid.A", agents.START, wa_id="5511000000001")], wa_id="5511000000001")
     two = envelope([text("b", "wamid.B", agents.START, wa_id="5511000000002"),
                     text("c", "wamid.C", agents.START, wa_id="5511000000002")], wa_id="5511000000002")
@@ -163,3 +165,28 @@ def test_a_change_for_another_number_of_the_app_is_skipped(graph):
     response = deliver(Client(), body)
     assert response.json() == {"inputs": 0, "reactions": 0, "statuses": 0, "skipped": 1}
     assert TurnRecord.objects.count() == 0 and graph.requests == []
+
+
+def test_two_messages_of_one_customer_in_a_batch_are_answered_in_order(graph):
+    body = envelope([text("oi", "wamid.IN1", agents.START), text("meu nome é Bia", "wamid.IN2", agents.START)])
+    assert deliver(Client(), body).json()["inputs"] == 2
+    assert graph.texts() == ["Oi! Com quem eu falo?", "Prazer, Bia!"]
+    assert list(TurnRecord.objects.order_by("id").values_list("status", flat=True)) == ["done", "done"]
+
+
+def test_a_failing_input_does_not_hold_back_the_next_in_its_batch(graph, monkeypatch):
+    from falai_django import loop, tasks
+
+    real = loop.process_record
+    seen = []
+
+    def flaky(record_id):
+        seen.append(record_id)
+        if len(seen) == 1:
+            raise RuntimeError("boom")
+        return real(record_id)
+
+    monkeypatch.setattr(loop, "process_record", flaky)
+    with pytest.raises(RuntimeError, match="boom"):
+        tasks.process_turns([101, 102])
+    assert seen == [101, 102]

@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ...engine.jstime import try_parse_iso
-from ...enqueue import enqueue_turn
+from ...enqueue import enqueue, enqueue_turn
 from ...inbox import receive
 from ...inputs import InputError
 from ...models import History
@@ -48,6 +48,7 @@ class Stored:
 def store_batch(batch: Batch) -> Stored:
     """Store one webhook's messages, reactions and statuses; queue the turns after commit."""
     stored = Stored(skipped=len(batch.skipped))
+    per_conversation: dict[str, list[int]] = {}
     with transaction.atomic():
         for message in batch.messages:
             try:
@@ -57,8 +58,11 @@ def store_batch(batch: Batch) -> Stored:
                 logger.warning("whatsapp: message %s from %s left out: %s", message.id, message.session_id, exc)
                 stored.skipped += 1
                 continue
-            transaction.on_commit(partial(queue_turn, record.pk))
+            per_conversation.setdefault(message.session_id, []).append(record.pk)
             stored.inputs += 1
+        # One task per conversation: its messages of this batch run in the order they were written.
+        for record_ids in per_conversation.values():
+            transaction.on_commit(partial(queue_turns, record_ids))
         for reaction in batch.reactions:
             stored.reactions += record_reaction(reaction)
         for status in batch.statuses:
@@ -66,13 +70,16 @@ def store_batch(batch: Batch) -> Stored:
     return stored
 
 
-def queue_turn(record_id: int) -> None:
-    """Hand a stored input to the workers. A broker that is down must not fail the webhook (Meta
-    would retry it): the input stays `received` and the dispatcher's sweep hands it over later."""
+def queue_turns(record_ids: list[int]) -> None:
+    """Hand one conversation's stored inputs to the workers. A broker that is down must not fail
+    the webhook (Meta would retry it): the inputs stay `received` and the sweep hands them over."""
     try:
-        enqueue_turn(record_id)
-    except Exception:  # noqa: BLE001 - logged; the stored input is swept up
-        logger.exception("whatsapp: could not queue input %s; the sweep will", record_id)
+        if len(record_ids) == 1:
+            enqueue_turn(record_ids[0])
+        else:
+            enqueue("falai_django.tasks.process_turns", record_ids)
+    except Exception:  # noqa: BLE001 - logged; the stored inputs are swept up
+        logger.exception("whatsapp: could not queue inputs %s; the sweep will", record_ids)
 
 
 def record_reaction(reaction: Reaction) -> int:
