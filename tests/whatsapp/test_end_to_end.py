@@ -91,3 +91,23 @@ def test_a_customer_silent_for_25_hours_gets_no_say_but_the_template(graph):
                                                     "parameters": [{"type": "text", "text": "Bia"}]}]}
     row = History.objects.get(conversation_id=WA_ID, kind="template")
     assert row.send_status == "sent" and row.channel_message_id == f"wamid.OUT{len(graph.requests)}"
+
+
+def demo_ana():
+    from falai_django.providers.offline import OfflineProvider
+    from project.agents import build_ana
+
+    return build_ana(provider=OfflineProvider(language="pt"), clock=agents.clock())
+
+
+def test_the_demos_ana_answers_on_whatsapp(graph, settings):
+    from falai_django import conf
+
+    settings.FALAI = {**settings.FALAI, "AGENT": "whatsapp.test_end_to_end.demo_ana"}
+    conf.clear_cache()
+
+    deliver(Client(), envelope([text("oi, quero saber como funciona", "wamid.IN1", agents.START)]))
+
+    reply = History.objects.get(conversation_id=WA_ID, role="assistant")
+    assert graph.texts() == [reply.content] and reply.content
+    assert reply.channel_message_id == "wamid.OUT1"

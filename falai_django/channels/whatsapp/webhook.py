@@ -78,12 +78,12 @@ def deliver(request: HttpRequest, settings: dict[str, Any]) -> HttpResponse:
                          "skipped": stored.skipped})
 
 
-def _clean(value: Any, depth: int = 0) -> Any:
+def _clean(value: Any) -> Any:
     """Text PostgreSQL can store: no NUL, no lone surrogate (a webhook Meta retries must not fail)."""
     if isinstance(value, str):
         return value.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
     if isinstance(value, dict):
-        return {_clean(k, depth + 1): _clean(v, depth + 1) for k, v in value.items()}
+        return {_clean(k): _clean(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_clean(v, depth + 1) for v in value]
+        return [_clean(v) for v in value]
     return value
