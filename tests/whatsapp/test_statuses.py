@@ -89,3 +89,21 @@ def test_the_suite_runs_on_the_database_it_was_asked_for():
     from .conftest import ON_POSTGRES
 
     assert (connection.vendor == "postgresql") == ON_POSTGRES
+
+
+def test_a_status_that_outruns_the_stored_wamid_finds_its_row_by_the_idempotency_key(graph):
+    row = sent_row(graph)
+    History.objects.filter(pk=row.pk).update(channel_message_id=None)  # the sender has not stored it yet
+    early = status("wamid.OUT1", "delivered", LATER)
+    early["biz_opaque_callback_data"] = row.idempotency_key
+    assert deliver(Client(), envelope(statuses=[early])).json()["statuses"] == 1
+    row.refresh_from_db()
+    assert row.delivery_status == "delivered"
+
+
+def test_someone_elses_callback_data_finds_nothing(graph):
+    row = sent_row(graph)
+    History.objects.filter(pk=row.pk).update(channel_message_id=None)
+    other = status("wamid.OUT1", "read", LATER, wa_id="5511000000001")
+    other["biz_opaque_callback_data"] = row.idempotency_key
+    assert deliver(Client(), envelope(statuses=[other])).json()["statuses"] == 0

@@ -59,6 +59,7 @@ class Status:
     at: str | None
     recipient_id: str
     error: str = ""  # "<code> <title>: <details>" for a failed delivery
+    callback_data: str = ""  # biz_opaque_callback_data: the outbox's idempotency key, echoed back
 
 
 @dataclass
@@ -141,6 +142,7 @@ def _read_value(value: dict[str, Any], batch: Batch) -> None:
             at=_at(status.get("timestamp")),
             recipient_id=str(status.get("recipient_id") or ""),
             error=error_text(status.get("errors")),
+            callback_data=str(status.get("biz_opaque_callback_data") or ""),
         ))
 
 

@@ -109,8 +109,12 @@ def apply_status(status: Status) -> int:
     if previous is None:
         logger.info("whatsapp: unknown status %r for %s", status.status, status.message_id)
         return 0
-    rows = History.objects.filter(channel_message_id=status.message_id).filter(
-        Q(delivery_status__isnull=True) | Q(delivery_status__in=previous))
+    # By the wamid, or by the idempotency key Meta echoes: a status may arrive before the
+    # sender has stored the wamid the Graph API returned.
+    mine = Q(channel_message_id=status.message_id)
+    if status.callback_data and status.recipient_id:
+        mine |= Q(conversation_id=status.recipient_id, idempotency_key=status.callback_data)
+    rows = History.objects.filter(mine).filter(Q(delivery_status__isnull=True) | Q(delivery_status__in=previous))
     update: dict[str, Any] = {"delivery_status": status.status,
                               "delivery_at": try_parse_iso(status.at or "") or timezone.now()}
     if status.status == "failed":
