@@ -184,6 +184,10 @@ def transcript_of(conversation_id: str, limit: int = TRANSCRIPT_LIMIT) -> tuple[
             "send_status": row.send_status or "",
             "send_status_label": row.get_send_status_display() if row.send_status else "",
             "send_error": row.send_error,
+            # the channel's report after the send (WhatsApp statuses), and why it failed, shown in full
+            "delivery": row.delivery_status or "",
+            "delivery_label": row.get_delivery_status_display() if row.delivery_status else "",
+            "failure": row.send_error if "failed" in (row.send_status, row.delivery_status) else "",
             "step": f"{row.run_id or ''} · {row.step_id}" if row.step_id else "",
         })
     return bubbles, total

@@ -12,6 +12,7 @@ class FalaiConfig(AppConfig):
         from django.core.signals import setting_changed
 
         from . import checks  # noqa: F401 - registers the FALAI system checks
+        from .channels.whatsapp import checks as whatsapp_checks  # noqa: F401 - and FALAI["WHATSAPP"]'s
         from .conf import reload
 
         setting_changed.connect(reload, dispatch_uid="falai_django.conf.reload")

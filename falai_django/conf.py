@@ -65,6 +65,8 @@ DEFAULTS: dict[str, Any] = {
     # the outbound event recorded when a human replies (None: the agent's first outbound event).
     "HANDOFF_UNDERSTAND": False,
     "HUMAN_REPLY_EVENT": None,
+    # The built-in WhatsApp Cloud API channel (README "Going live on WhatsApp"); None = off.
+    "WHATSAPP": None,
 }
 
 
@@ -151,3 +153,27 @@ def send_by_notify(vendor: str) -> bool:
     """Whether a turn's sends are handed over by PostgreSQL NOTIFY (see SEND_HANDOFF)."""
     mode = get("SEND_HANDOFF")
     return vendor == "postgresql" and mode in ("auto", "notify")
+
+
+WHATSAPP_DEFAULTS: dict[str, Any] = {
+    "PHONE_NUMBER_ID": "",
+    "ACCESS_TOKEN": "",
+    "APP_SECRET": "",  # signs webhook bodies (X-Hub-Signature-256)
+    "VERIFY_TOKEN": "",  # the webhook's GET handshake
+    "GRAPH_URL": "https://graph.facebook.com/v21.0",
+    # The 24-hour customer service window: "skip" (talk and say steps skipped, do steps run),
+    # "stop" (the plain reason: a fresh talk step ends its run) or None (no window rule).
+    "WINDOW": "skip",
+    "TIMEOUT_S": 10.0,  # per Graph API request
+    "LANGUAGE": "en_US",  # the template action's default language code
+}
+
+
+def whatsapp_settings() -> dict[str, Any] | None:
+    """`FALAI["WHATSAPP"]` over its defaults, or None when the channel is not configured."""
+    configured = get("WHATSAPP")
+    if not isinstance(configured, dict):
+        return None
+    merged = dict(WHATSAPP_DEFAULTS)
+    merged.update(configured)
+    return merged

@@ -30,7 +30,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from . import conf, enqueue, inbox
+from . import channels, conf, enqueue, inbox
 from .engine.errors import ProviderError, SessionConflictError
 from .inbox import HostResult
 from .inputs import UNSET, TurnInput
@@ -219,9 +219,11 @@ def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tu
 
 
 def context_for(session_id: str, session: Any, turn_input: dict[str, Any], given: Any = UNSET) -> Any:
-    if given is not UNSET:
+    if given is not UNSET and not channels.is_channel_context(given):
         return given
     builder = conf.get_context_builder()
+    if given is not UNSET:  # a channel's details ride over the project's own context
+        return channels.merge_context(builder(session_id, session, turn_input) if builder else None, given)
     return builder(session_id, session, turn_input) if builder else None
 
 
@@ -261,17 +263,24 @@ def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_
             else:
                 session, history = load_session_and_history(session_id, store, inbox_row=pending_inbox)
             pending_inbox = None
+            silenced = silenced_for(session, stored.get("silenced"))
+            if silenced is None:  # a channel's own rule (WhatsApp's 24-hour window)
+                silenced = channels.silenced_by_channel(record.kind, session, agent)
             kwargs = _turn_kwargs(record, session, history, context_for(session_id, session, stored["turn"], context),
-                                  silenced_for(session, stored.get("silenced")))
-            if streaming:
-                result = None
-                for chunk in agent.turn_stream(**kwargs):
-                    if chunk.get("done"):
-                        result = chunk["result"]
-                    elif chunk.get("delta"):
-                        yield {"delta": chunk["delta"]}
-            else:
-                result = agent.turn(**kwargs)
+                                  silenced)
+            entered = channels.enter_session(session_id)
+            try:
+                if streaming:
+                    result = None
+                    for chunk in agent.turn_stream(**kwargs):
+                        if chunk.get("done"):
+                            result = chunk["result"]
+                        elif chunk.get("delta"):
+                            yield {"delta": chunk["delta"]}
+                else:
+                    result = agent.turn(**kwargs)
+            finally:
+                channels.leave_session(entered)
         except ProviderError as exc:
             yield {"done": True, "host": inbox.park(record, exc, replays)}
             return

@@ -98,6 +98,12 @@ class History(models.Model):
         SENT = "sent", _("sent")
         FAILED = "failed", _("failed")
 
+    class DeliveryStatus(models.TextChoices):
+        SENT = "sent", _("sent to the phone")
+        DELIVERED = "delivered", _("delivered")
+        READ = "read", _("read")
+        FAILED = "failed", _("not delivered")
+
     conversation = models.ForeignKey(  # indexed by (conversation, id) below
         Session, on_delete=models.CASCADE, related_name="history", verbose_name=_("conversation"), db_index=False
     )
@@ -126,6 +132,11 @@ class History(models.Model):
     sent_at = models.DateTimeField(_("sent at"), null=True, blank=True)
     send_error = models.TextField(_("last send error"), blank=True, default="")
     channel_message_id = models.CharField(_("channel message id"), max_length=255, null=True, blank=True)
+    # What the channel reported after the send (WhatsApp statuses); never moves backwards.
+    delivery_status = models.CharField(
+        _("delivery status"), max_length=16, choices=DeliveryStatus.choices, null=True, blank=True
+    )
+    delivery_at = models.DateTimeField(_("delivery status at"), null=True, blank=True)
 
     objects = HistoryQuerySet.as_manager()
 
@@ -146,6 +157,9 @@ class History(models.Model):
             # the outbox: only the rows still to send are in it
             models.Index(fields=["conversation", "id"], name="falai_hist_unsent",
                          condition=models.Q(send_status__in=["pending", "sending"])),
+            # a channel's delivery status finds its row by the channel's message id
+            models.Index(fields=["channel_message_id"], name="falai_hist_channel_id",
+                         condition=models.Q(channel_message_id__isnull=False)),
         ]
 
     def __str__(self) -> str:

@@ -52,6 +52,25 @@ class OutboundSend:
     item_id: int
 
 
+class SendError(Exception):
+    """A sender may raise these to say what its channel answered (any other exception is retried
+    with the usual backoff)."""
+
+
+class PermanentSendError(SendError):
+    """The channel refused the message for good (an undeliverable number, a closed window): the row
+    is marked failed at once, with this error, and the conversation's later messages go on."""
+
+
+class RetryLater(SendError):
+    """The channel asked to slow down (a rate limit): retried with backoff, not before
+    `retry_after_s` when the channel said how long to wait."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 def log_sender(message: OutboundSend) -> None:
     """The default sender: logs the message. Replace it with your channel's client."""
     logger.info("falai send to %s [%s]: %s", message.session_id, message.idempotency_key[:12], message.text)
@@ -262,12 +281,14 @@ def _drain(session_id: str, items: list, sender, sleep, deferred: list | None = 
         try:
             channel_id = sender(outbound)
         except Exception as exc:  # noqa: BLE001 - any sender failure is recorded and retried
-            give_up = attempt >= conf.get("SEND_RETRY_MAX")
+            give_up = isinstance(exc, PermanentSendError) or attempt >= conf.get("SEND_RETRY_MAX")
+            delay = max(send_delay_s(attempt), getattr(exc, "retry_after_s", None) or 0)
             History.objects.filter(pk=item.pk).update(
                 send_status=History.SendStatus.FAILED if give_up else History.SendStatus.PENDING,
                 send_attempts=attempt,
-                send_error=f"{type(exc).__name__}: {exc}"[:2000],
-                next_attempt_at=None if give_up else timezone.now() + timedelta(seconds=send_delay_s(attempt)),
+                # a channel's own refusal reads as it said it; anything else names the exception
+                send_error=(str(exc) if isinstance(exc, SendError) else f"{type(exc).__name__}: {exc}")[:2000],
+                next_attempt_at=None if give_up else timezone.now() + timedelta(seconds=delay),
             )
             logger.warning("falai send failed for %s (attempt %d): %s", session_id, attempt, exc)
             if give_up:

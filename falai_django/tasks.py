@@ -17,3 +17,17 @@ def fire_wakes(wake_ids: list[int]) -> int:
 def process_turn(record_id: int) -> str | None:
     result = loop.process_record(record_id)
     return result.status if result is not None else None
+
+
+def process_turns(record_ids: list[int]) -> int:
+    """Several inputs of one conversation, one after the other (a webhook's batch, in order). One
+    that raises (it is marked failed) does not hold the others back; the first error is raised last."""
+    error: Exception | None = None
+    for record_id in record_ids:
+        try:
+            loop.process_record(record_id)
+        except Exception as exc:  # noqa: BLE001 - re-raised once the rest have run
+            error = error or exc
+    if error is not None:
+        raise error
+    return len(record_ids)

@@ -6,6 +6,7 @@ from rest_framework.schemas import get_schema_view
 
 from .api import views
 from .api.auth import CanDriveConversations
+from .channels.whatsapp.webhook import webhook as whatsapp_webhook
 
 app_name = "falai"
 
@@ -19,6 +20,7 @@ urlpatterns = [
     path("sessions/<str:session_id>/silence", views.SilenceView.as_view(), name="silence"),
     path("sessions/<str:session_id>/unsilence", views.UnsilenceView.as_view(), name="unsilence"),
     path("playground/", include("falai_django.playground")),
+    path("whatsapp/webhook", whatsapp_webhook, name="whatsapp-webhook"),
     path(
         "schema",
         get_schema_view(

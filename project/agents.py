@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from falai_django import AnthropicProvider, GeminiProvider, OpenAICompatibleProvider, OpenAIProvider, falai
+from falai_django.channels import whatsapp
 from falai_django.providers.offline import OfflineProvider
 
 GEMINI_MODEL = "gemini-2.5-flash"
@@ -129,6 +130,9 @@ def build_ana(provider: Any = None, clock: Any = None) -> Any:
         name="Ana",
         provider=provider if provider is not None else make_provider(),
         flows=[TRIAGEM, LEMBRETE, AGENDA],
+        # On WhatsApp a flow can send an approved template outside the 24-hour window:
+        # {"do": "whatsapp_template", "with": {"name": "...", "body": ["{{data.nome}}"]}}
+        actions={whatsapp.TEMPLATE_ACTION: f.action(**whatsapp.template_action())},
         events={
             "demo_agendada": f.event(),
             # A human's reply from the admin counts as Ana speaking (silence timers re-arm).

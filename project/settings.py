@@ -119,3 +119,18 @@ FALAI = {
     # Shared secret for HMAC-signed webhooks; empty refuses signed webhooks (token/session auth only).
     "WEBHOOK_SECRET": os.environ.get("FALAI_WEBHOOK_SECRET", ""),
 }
+
+# WhatsApp Cloud API (README "Going live on WhatsApp"): set the four WHATSAPP_* variables and Ana
+# answers on WhatsApp through the webhook at /falai/whatsapp/webhook.
+if os.environ.get("WHATSAPP_PHONE_NUMBER_ID"):
+    FALAI["SENDER"] = "falai_django.channels.whatsapp.send"
+    FALAI["WHATSAPP"] = {
+        "PHONE_NUMBER_ID": os.environ["WHATSAPP_PHONE_NUMBER_ID"],
+        "ACCESS_TOKEN": os.environ.get("WHATSAPP_ACCESS_TOKEN", ""),
+        "APP_SECRET": os.environ.get("WHATSAPP_APP_SECRET", ""),
+        "VERIFY_TOKEN": os.environ.get("WHATSAPP_VERIFY_TOKEN", ""),
+        "GRAPH_URL": os.environ.get("WHATSAPP_GRAPH_URL", "https://graph.facebook.com/v21.0"),
+        # "skip" (default), "stop", or "off" for no 24-hour window rule
+        "WINDOW": None if os.environ.get("WHATSAPP_WINDOW") == "off" else os.environ.get("WHATSAPP_WINDOW", "skip"),
+        "LANGUAGE": os.environ.get("WHATSAPP_TEMPLATE_LANGUAGE", "pt_BR"),
+    }

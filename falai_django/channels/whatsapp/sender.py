@@ -1,0 +1,110 @@
+"""The sender: one outbox row → one Graph API `POST {GRAPH_URL}/{PHONE_NUMBER_ID}/messages`.
+
+`FALAI["SENDER"] = "falai_django.channels.whatsapp.send"`. It runs on the host's sending path
+(after commit, one conversation at a time, in order), never in the webhook request. The
+idempotency key travels as `biz_opaque_callback_data` (Meta echoes it on every status of the
+message, so the channel's logs carry it) and as an `Idempotency-Key` header. Meta's error
+codes decide what happens: rate limits retry with backoff (`RetryLater`), permanent refusals
+mark the row failed at once (`PermanentSendError`, with the code and title), anything else
+(network, 5xx, an expired token) is retried with the host's backoff.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+import httpx
+
+from ... import conf
+from ...sending import OutboundSend, PermanentSendError, RetryLater, SendError
+
+# Throughput and rate limits: retried with backoff.
+RATE_LIMIT_CODES = frozenset({4, 80007, 130429, 131056})
+# Refusals no retry fixes: the row is marked failed at once.
+PERMANENT_CODES = frozenset({
+    100,  # invalid parameter
+    131008,  # required parameter missing
+    131009,  # parameter value invalid
+    131021,  # recipient is the sender
+    131026,  # message undeliverable
+    131047,  # more than 24 hours since the customer's last message
+    131051,  # unsupported message type
+    131052,  # media download error
+    131053,  # media upload error
+    132000, 132001, 132005, 132007, 132012, 132015, 132016,  # template problems
+    133010,  # phone number not registered
+})
+
+_client: httpx.Client | None = None
+_client_lock = threading.Lock()
+
+
+def client() -> httpx.Client:
+    """One pooled client per process (thread-safe; the dispatcher sends from a thread pool)."""
+    global _client
+    with _client_lock:
+        if _client is None:
+            _client = httpx.Client()
+        return _client
+
+
+def message_body(message: OutboundSend) -> dict[str, Any]:
+    """The Graph API body for one outbox row: a template (kind "template") or a text."""
+    body: dict[str, Any] = {
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "to": message.session_id,
+        "biz_opaque_callback_data": message.idempotency_key,
+    }
+    template = (message.media or {}).get("template") if message.kind == "template" else None
+    if template:
+        body["type"] = "template"
+        body["template"] = template
+    else:
+        body["type"] = "text"
+        body["text"] = {"body": message.text, "preview_url": False}
+    return body
+
+
+def send(message: OutboundSend) -> str:
+    """Send one message; returns its wamid (stored on the row as the channel message id)."""
+    settings = conf.whatsapp_settings()
+    if settings is None:
+        raise SendError('FALAI["WHATSAPP"] is not configured')
+    url = f"{str(settings['GRAPH_URL']).rstrip('/')}/{settings['PHONE_NUMBER_ID']}/messages"
+    headers = {"Authorization": f"Bearer {settings['ACCESS_TOKEN']}", "Idempotency-Key": message.idempotency_key}
+    response = client().post(url, json=message_body(message), headers=headers,
+                             timeout=float(settings.get("TIMEOUT_S") or 10.0))
+    try:
+        data = response.json()
+    except ValueError:
+        data = {}
+    if response.is_success:
+        messages = data.get("messages") if isinstance(data, dict) else None
+        if not messages or not isinstance(messages[0], dict) or not messages[0].get("id"):
+            raise SendError(f"the Graph API answered {response.status_code} without messages[0].id")
+        return str(messages[0]["id"])
+    raise graph_error(response.status_code, data, response.headers.get("Retry-After"))
+
+
+def graph_error(status: int, data: Any, retry_after: str | None = None) -> SendError:
+    """The exception a Graph API error answer becomes."""
+    error = data.get("error") if isinstance(data, dict) and isinstance(data.get("error"), dict) else {}
+    code = error.get("code")
+    title = error.get("error_user_title") or error.get("title") or error.get("message") or f"HTTP {status}"
+    title = re.sub(r"^\(#\d+\)\s*", "", str(title))  # Meta prefixes its message with "(#code) "
+    details = (error.get("error_data") or {}).get("details") if isinstance(error.get("error_data"), dict) else None
+    text = " ".join(str(part) for part in (code, title) if part not in (None, ""))
+    if details and details != title:
+        text = f"{text}: {details}"
+    if status == 429 or code in RATE_LIMIT_CODES:
+        try:
+            wait = float(retry_after) if retry_after else None
+        except ValueError:
+            wait = None
+        return RetryLater(text, retry_after_s=wait)
+    if code in PERMANENT_CODES or (code is None and status in (400, 404)):
+        return PermanentSendError(text)
+    return SendError(text)  # 5xx, an expired token, a transient Graph error: the host's backoff

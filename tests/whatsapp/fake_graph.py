@@ -1,0 +1,96 @@
+"""A local fake of the Graph API's `POST /{phone-number-id}/messages`: a real HTTP server on
+127.0.0.1 (an ephemeral port) that records every request and answers what the test scripts."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# Meta's documented error answers (status, body), by name.
+ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
+    "rate_limit_429": (429, {"error": {"message": "(#130429) Rate limit hit", "type": "OAuthException",
+                                       "code": 130429, "error_data": {"messaging_product": "whatsapp",
+                                                                     "details": "Cloud API message throughput has been reached."}}}),
+    "pair_rate_limit": (400, {"error": {"message": "(#131056) (Business Account, Consumer Account) pair rate limit hit",
+                                        "type": "OAuthException", "code": 131056,
+                                        "error_data": {"details": "Too many messages sent to this phone number."}}}),
+    "too_many_calls": (400, {"error": {"message": "(#80007) Rate limit issues", "type": "OAuthException",
+                                       "code": 80007}}),
+    "undeliverable": (400, {"error": {"message": "(#131026) Message undeliverable", "type": "OAuthException",
+                                      "code": 131026, "error_data": {"details": "Unable to deliver message."}}}),
+    "window_closed": (400, {"error": {"message": "(#131047) Re-engagement message", "type": "OAuthException",
+                                      "code": 131047, "error_data": {
+                                          "details": "Message failed to send because more than 24 hours have "
+                                                     "passed since the customer last replied to this number."}}}),
+    "invalid_parameter": (400, {"error": {"message": "(#100) Invalid parameter", "type": "OAuthException",
+                                          "code": 100, "error_data": {"details": "Invalid parameter"}}}),
+    "server_error": (500, {"error": {"message": "(#131000) Something went wrong", "code": 131000}}),
+}
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class FakeGraph:
+    server: ThreadingHTTPServer
+    requests: list[Recorded] = field(default_factory=list)
+    script: deque = field(default_factory=deque)  # (status, body, headers) answers, then successes
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/v21.0"
+
+    def answer(self, name: str, times: int = 1, headers: dict[str, str] | None = None) -> None:
+        status, body = ERRORS[name]
+        for _ in range(times):
+            self.script.append((status, body, headers or {}))
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.requests]
+
+    def texts(self) -> list[str]:
+        return [b["text"]["body"] for b in self.bodies() if b.get("type") == "text"]
+
+
+def start() -> FakeGraph:
+    fake: FakeGraph
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server API
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            with fake.lock:
+                fake.requests.append(Recorded(self.path, dict(self.headers), body))
+                count = len(fake.requests)
+                status, answer, headers = fake.script.popleft() if fake.script else (200, None, {})
+            if answer is None:
+                answer = {"messaging_product": "whatsapp",
+                          "contacts": [{"input": body.get("to"), "wa_id": body.get("to")}],
+                          "messages": [{"id": f"wamid.OUT{count}"}]}
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    fake = FakeGraph(server=server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return fake
