@@ -27,7 +27,7 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -38,6 +38,7 @@ from django.utils.translation import gettext_lazy as _
 from . import handoff, host
 from .engine.errors import InvalidSessionError
 from .engine.jstime import try_parse_iso
+from .listing import STATUS_FILTERS, STATUS_LABELS, conversation_status
 from .models import Conversation, History, TurnRecord, Wake
 
 HANDOFF_CODENAME = "handoff_conversation"  # declared in Conversation.Meta.permissions
@@ -50,29 +51,7 @@ TIMELINE_TURNS = 100  # run-log rows read for the outcomes timeline
 # Status, derived from the indexed columns
 # ---------------------------------------------------------------------------------------------
 
-SILENCED, ASKING, WAITING, IDLE = "silenced", "asking", "waiting", "idle"
-STATUS_LABELS = {
-    ASKING: _("asking"),
-    WAITING: _("waiting"),
-    IDLE: _("idle"),
-    SILENCED: _("silenced"),
-}
-STATUS_FILTERS = {
-    SILENCED: Q(silenced_reason__isnull=False),
-    ASKING: Q(silenced_reason__isnull=True, asking_flow__isnull=False),
-    WAITING: Q(silenced_reason__isnull=True, asking_flow__isnull=True, run_count__gt=0),
-    IDLE: Q(silenced_reason__isnull=True, asking_flow__isnull=True) & (Q(run_count__isnull=True) | Q(run_count=0)),
-}
-
-
-def conversation_status(row: Conversation) -> str:
-    if row.silenced_reason:
-        return SILENCED
-    if row.asking_flow:
-        return ASKING
-    if row.run_count:
-        return WAITING
-    return IDLE
+# The status rules live in `listing`: the API's `GET sessions` filters the same way.
 
 
 class StatusFilter(admin.SimpleListFilter):

@@ -10,6 +10,7 @@ from .api.auth import CanDriveConversations
 app_name = "falai"
 
 urlpatterns = [
+    path("sessions", views.SessionListView.as_view(), name="sessions"),
     path("sessions/<str:session_id>", views.SessionStateView.as_view(), name="session"),
     path("sessions/<str:session_id>/messages", views.MessageView.as_view(), name="message"),
     path("sessions/<str:session_id>/messages/stream", views.MessageStreamView.as_view(), name="message-stream"),

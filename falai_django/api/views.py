@@ -6,10 +6,12 @@ import itertools
 import json
 from typing import Any
 
+from django.db.models import F
 from django.http import StreamingHttpResponse
 from django.utils.translation import gettext_lazy as _
 from rest_framework import parsers, status
 from rest_framework.exceptions import NotFound, ParseError, PermissionDenied, ValidationError
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.schemas.openapi import AutoSchema
 from rest_framework.views import APIView
@@ -268,3 +270,39 @@ class UnsilenceView(FalaiView):
         _check_session_id(session_id)
         saved = host.unsilence(session_id)
         return Response({"handoff": None, "version": saved.version})
+
+
+class SessionPagination(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class SessionListView(FalaiView):
+    """List conversations, most recent customer message first, filtered as in the admin."""
+
+    schema = FalaiSchema(tags=["sessions"], operation_id_base="SessionList", answers={
+        "200": "A page of conversations: count, next, previous, results.",
+        "404": "No such page."})
+
+    def get(self, request) -> Response:
+        from ..listing import STATUS_FILTERS, search
+        from ..models import Session
+
+        query = serializers.SessionListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        filters = query.validated_data
+        rows = Session.objects.defer("blob").order_by(F("last_user_at").desc(nulls_last=True), "id")
+        if filters.get("status"):
+            rows = rows.filter(STATUS_FILTERS[filters["status"]])
+        if filters.get("flow"):
+            rows = rows.filter(asking_flow=filters["flow"])
+        if filters.get("owner"):
+            rows = rows.filter(human_owner=filters["owner"])
+        if filters.get("silenced") is not None:
+            rows = rows.filter(silenced_reason__isnull=not filters["silenced"])
+        if filters.get("q"):
+            rows = search(rows, filters["q"])
+        paginator = SessionPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(serializers.SessionSummarySerializer(page, many=True).data)
