@@ -253,6 +253,8 @@ def wakes_of(conversation_id: str, session: Any) -> tuple[list[dict[str, Any]], 
         for entry in computed:
             found = wakes.setdefault(entry.key, {"key": entry.key, "at": entry.at, "state": "", "computed": True})
             found["computed"] = True
+        if not problem:  # a queued row the session no longer waits on is stale: firing it changes nothing
+            wakes = {key: wake for key, wake in wakes.items() if wake["computed"]}
     return sorted(wakes.values(), key=lambda w: (w["at"] is None, w["at"])), problem
 
 
@@ -316,9 +318,9 @@ class ConversationAdmin(admin.ModelAdmin):
         return format_html('<span class="falai-status falai-status-{}">{}</span>', status, STATUS_LABELS[status])
 
     @admin.display(description=_("flow · step"), ordering="asking_flow")
-    def flow_step(self, obj: Conversation) -> str | None:
+    def flow_step(self, obj: Conversation) -> str:
         if not obj.asking_flow:
-            return None
+            return self.get_empty_value_display()  # a readonly field would print None
         return f"{obj.asking_flow} · {obj.asking_step}" if obj.asking_step else obj.asking_flow
 
     @admin.display(description=_("next wake"), ordering="next_wake_at")

@@ -57,8 +57,9 @@ def _iso(value: Any) -> Any:
 
 
 def pending_wakes(session_id: str, agent: Any = None) -> list[dict[str, Any]]:
-    """The conversation's wakes not fired yet: the queued rows, plus any the session waits on
-    that the queue lost (`agent.pending_wakes`), soonest first."""
+    """The conversation's wakes not fired yet, soonest first: what the session waits on
+    (`agent.pending_wakes`), with the queue's state when a row is queued. A queued row the session
+    no longer waits on is stale (firing it changes nothing), so it is not listed."""
     from .models import Wake
     from .stores.django import DjangoStore
 
@@ -70,8 +71,9 @@ def pending_wakes(session_id: str, agent: Any = None) -> list[dict[str, Any]]:
     if session is not None:
         agent = agent or conf.get_agent()
         context = host.context_for(session_id, session, {})
-        for entry in agent.pending_wakes(session=session, context=context):
-            rows.setdefault(entry.key, {"key": entry.key, "at": entry.at, "state": "computed"})
+        live = {entry.key: entry for entry in agent.pending_wakes(session=session, context=context)}
+        rows = {key: rows.get(key) or {"key": key, "at": entry.at, "state": "computed"}
+                for key, entry in live.items()}
     return sorted(rows.values(), key=lambda w: w["at"])
 
 

@@ -1,10 +1,8 @@
 """Include under one prefix: `path("falai/", include("falai_django.urls"))`."""
 
 from django.urls import include, path
-from rest_framework.renderers import JSONOpenAPIRenderer
-from rest_framework.schemas import get_schema_view
 
-from .api import views
+from .api import schema, views
 from .api.auth import CanDriveConversations
 
 app_name = "falai"
@@ -20,16 +18,10 @@ urlpatterns = [
     path("sessions/<str:session_id>/silence", views.SilenceView.as_view(), name="silence"),
     path("sessions/<str:session_id>/unsilence", views.UnsilenceView.as_view(), name="unsilence"),
     path("playground/", include("falai_django.playground")),
-    path(
-        "schema",
-        get_schema_view(
-            title="falai_django",
-            description="Drive conversations: inputs, state, handoff.",
-            version="1",
-            renderer_classes=[JSONOpenAPIRenderer],
-            permission_classes=[CanDriveConversations],
-            authentication_classes=views._authentication_classes(),
-        ),
-        name="schema",
-    ),
+    path("schema", schema.SchemaView.as_view(permission_classes=[CanDriveConversations],
+                                             authentication_classes=views._authentication_classes()),
+         name="schema"),
+    path("docs/", schema.DocsView.as_view(permission_classes=[CanDriveConversations],
+                                          authentication_classes=views._authentication_classes()),
+         name="docs"),
 ]

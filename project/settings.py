@@ -21,6 +21,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    "drf_spectacular",          # the API's OpenAPI schema and its docs page (falai/docs/)
+    "drf_spectacular_sidecar",  # the docs page's Swagger UI assets, served locally (no CDN)
     "django_q",
     "falai_django",
 ]
@@ -118,4 +120,15 @@ FALAI = {
     "AGENT": "project.agents.ana",
     # Shared secret for HMAC-signed webhooks; empty refuses signed webhooks (token/session auth only).
     "WEBHOOK_SECRET": os.environ.get("FALAI_WEBHOOK_SECRET", ""),
+}
+
+# The demo's console: falai's own lines (the log sender's "falai send to ...", the playground's
+# sandbox) at INFO, so a newcomer sees what would have reached the channel; others at WARNING.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"line": {"format": "%(asctime)s %(name)s %(levelname)s %(message)s", "datefmt": "%H:%M:%S"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line"}},
+    "loggers": {"falai_django": {"handlers": ["console"], "level": os.environ.get("FALAI_LOG_LEVEL", "INFO"),
+                                 "propagate": True}},  # pytest's caplog listens on the root
 }

@@ -130,7 +130,9 @@ def main() -> int:
     # A shell that starts us in the background may have us ignore SIGINT; the children would
     # inherit that and ignore Ctrl-C. Take the default back (exec then gives them SIG_DFL).
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    manage("migrate", "--noinput", stdout=subprocess.DEVNULL)
+    # System checks run once, here (a warning such as W001 is printed once, not by every child).
+    manage("check", "--fail-level", "ERROR", stdout=subprocess.DEVNULL)
+    manage("migrate", "--noinput", "--skip-checks", stdout=subprocess.DEVNULL)
     setup_django()
     password = ensure_admin()
     from django.db import connections
@@ -146,9 +148,9 @@ def main() -> int:
     code = 0
     try:
         procs = start([
-            [PY, "manage.py", "runserver", f"{HOST}:{PORT}", "--noreload"],
-            [PY, "manage.py", "qcluster"],
-            [PY, "manage.py", "falai_dispatch_wakes"],
+            [PY, "manage.py", "runserver", f"{HOST}:{PORT}", "--noreload", "--skip-checks"],
+            [PY, "manage.py", "qcluster", "--skip-checks"],
+            [PY, "manage.py", "falai_dispatch_wakes", "--skip-checks"],
         ])
         ready = wait_for_server(procs)
         if all(proc.poll() is None for proc in procs):

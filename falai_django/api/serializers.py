@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .. import conf
@@ -19,6 +20,13 @@ from ..inputs import (
 )
 
 
+@extend_schema_field({"oneOf": [
+    {"type": "string", "minLength": 1, "description": "The reason: the assistant says nothing."},
+    {"type": "object", "required": ["reason"], "additionalProperties": False, "properties": {
+        "reason": {"type": "string", "minLength": 1},
+        "understand": {"type": "boolean", "description": "Fields keep landing while silent."},
+        "skip": {"type": "boolean", "description": "Talk and say steps are skipped; do steps still run."}}},
+]})
 class SilencedField(serializers.Field):
     """`silenced`: a reason string, or `{reason, understand?: bool, skip?: bool}`."""
 
@@ -317,3 +325,12 @@ class SessionSummarySerializer(serializers.Serializer):
 
         instance.status = conversation_status(instance)
         return super().to_representation(instance)
+
+
+class SessionPageSerializer(serializers.Serializer):
+    """A page of `GET sessions` (DRF's page-number pagination)."""
+
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = SessionSummarySerializer(many=True)

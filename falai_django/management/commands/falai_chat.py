@@ -16,13 +16,14 @@ Lines starting with "/" are commands; anything else is the customer's message:
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import conf, host, playground
+from ... import conf, display, host, playground
 
 HELP = """Commands:
   /wake [key]          fire the next pending wake now (or the one named)
@@ -44,6 +45,9 @@ class Command(BaseCommand):
         self.name = getattr(self.agent, "name", "Agent")
         self.session_id = options["session"] or f"cli-{secrets.token_hex(4)}"
         self.streaming = not options["no_stream"]
+        if options["verbosity"] < 2:
+            # django-q2 logs each hand-off to the console; mid-reply those lines glue onto Ana's text.
+            logging.getLogger("django-q").setLevel(logging.WARNING)
         self.stdout.write(f"Chatting with {self.name} as session {self.session_id}.")
         self.stdout.write(f"Provider: {playground.provider_label(self.agent)}")
         self.stdout.write("Type a message, or /help. Ctrl-D or /quit ends.\n")
@@ -83,6 +87,11 @@ class Command(BaseCommand):
         if command == "help":
             self.stdout.write(HELP)
         elif command == "wake":
+            if rest:
+                pending = [w["key"] for w in playground.pending_wakes(self.session_id, self.agent)]
+                if rest not in pending:
+                    listed = ", ".join(pending) if pending else "none"
+                    raise CommandError(f"no such wake: {rest} (pending: {listed}; /state lists them)")
             result = playground.fast_forward(self.session_id, key=rest or None, agent=self.agent)
             if result is None:
                 self.stdout.write("(no wake pending)")
@@ -161,7 +170,7 @@ class Command(BaseCommand):
         if not turn.messages:
             self.stdout.write("(no reply this turn)")
         for entry in turn.schedule:
-            self.stdout.write(f"(wake scheduled: {entry.key} at {entry.at.isoformat()})")
+            self.stdout.write(f"(wake scheduled: {entry.key} at {display.when(entry.at)})")
 
     def show_state(self) -> None:
         state = playground.snapshot(self.session_id, agent=self.agent)
@@ -172,18 +181,18 @@ class Command(BaseCommand):
         self.stdout.write("data: " + json.dumps(state["data"], ensure_ascii=False))
         for run in state["runs"]:
             waiting = run["waiting"] or {}
-            extra = f" until {waiting.get('until')}" if waiting.get("until") else ""
-            self.stdout.write(f"run {run['flow']} @ {run['step']} [{run['status']}]{extra}")
+            extra = f" until {display.when(waiting.get('until'))}" if waiting.get("until") else ""
+            self.stdout.write(f"run {run['flow']} @ {display.text(run['step'])} [{run['status']}]{extra}")
         if state["handoff"]:
-            self.stdout.write(f"handoff: {state['handoff'].get('reason')} ({state['handoff'].get('mode')})")
+            self.stdout.write(f"handoff: {state['handoff']['summary']}")
         last = state["last_turn"]
         if last:
             self.stdout.write(f"last turn: {last['kind']} {last['status']}, {last['llm_calls']} LLM call(s)")
             for line in last["outcomes"] or []:
                 code = f" {line.get('code')}" if line.get("code") else ""
-                self.stdout.write(f"  {line.get('flowId')}/{line.get('stepId')} {line.get('kind')} "
-                                  f"{line.get('status')}{code}")
+                where = "/".join(str(v) for v in (line.get("flowId"), line.get("stepId")) if v) or display.EMPTY
+                self.stdout.write(f"  {where} {display.text(line.get('kind'))} {display.text(line.get('status'))}{code}")
         for wake in state["wakes"]:
-            self.stdout.write(f"wake {wake['key']} at {wake['at']}")
+            self.stdout.write(f"wake {wake['key']} at {wake['at_display']}")
         if not state["wakes"]:
             self.stdout.write("no wakes pending")
