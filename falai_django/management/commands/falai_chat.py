@@ -41,13 +41,22 @@ class Command(BaseCommand):
         parser.add_argument("--no-stream", action="store_true", help="Print whole replies instead of streaming.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # django-q2 logs each task hand-off on its console handler at INFO; mid-reply, those lines
+        # glue onto the agent's text. Quiet it for the chat (-v 2 keeps it), warnings still show.
+        quiet = logging.getLogger("django-q")
+        level = quiet.level
+        if options["verbosity"] < 2:
+            quiet.setLevel(max(level, logging.WARNING))
+        try:
+            self.chat(**options)
+        finally:
+            quiet.setLevel(level)
+
+    def chat(self, **options: Any) -> None:
         self.agent = conf.get_agent()
         self.name = getattr(self.agent, "name", "Agent")
         self.session_id = options["session"] or f"cli-{secrets.token_hex(4)}"
         self.streaming = not options["no_stream"]
-        if options["verbosity"] < 2:
-            # django-q2 logs each hand-off to the console; mid-reply those lines glue onto Ana's text.
-            logging.getLogger("django-q").setLevel(logging.WARNING)
         self.stdout.write(f"Chatting with {self.name} as session {self.session_id}.")
         self.stdout.write(f"Provider: {playground.provider_label(self.agent)}")
         self.stdout.write("Type a message, or /help. Ctrl-D or /quit ends.\n")
