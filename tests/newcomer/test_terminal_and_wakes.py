@@ -32,6 +32,11 @@ def test_wake_with_an_unknown_key_says_no_such_wake(demo_settings, monkeypatch):
     assert "stale" not in out + err
 
 
+def test_an_unknown_event_is_named_with_the_known_ones(demo_settings, monkeypatch):
+    out, err = chat(monkeypatch, ["oi", "/event demo_agendad {}", "/quit"], "--session", "cli-ev")
+    assert "no such event: demo_agendad (known: demo_agendada, humano_respondeu)" in err
+
+
 def test_state_shows_no_none_and_one_time_format(demo_settings, monkeypatch):
     # "oi" then the wake: the nudge's turn has outcome lines without a step; the catch-all none at all
     out, err = chat(monkeypatch, ["oi", "/wake", "/state", "/silence humano", "/state", "/quit"],

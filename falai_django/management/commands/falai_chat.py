@@ -114,6 +114,10 @@ class Command(BaseCommand):
                 payload = json.loads(raw) if raw.strip() else None
             except ValueError as exc:
                 raise CommandError(f"the payload is not JSON: {exc}") from None
+            events = sorted(getattr(self.agent, "events", None) or {})
+            if name not in events:
+                known = ", ".join(events) if events else "none (this agent declares no events)"
+                raise CommandError(f"no such event: {name} (known: {known})")
             self.report(playground.send_event(self.session_id, name, payload, agent=self.agent), streamed=False)
         elif command == "silence":
             if not rest:
