@@ -93,6 +93,8 @@ LANGUAGES = [("en", "English"), ("pt-br", "Português (Brasil)")]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# One time format for people (the admin's lists included): project/formats/<lang>/formats.py.
+FORMAT_MODULE_PATH = ["project.formats"]
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -108,3 +108,16 @@ def test_one_readable_time_format_in_the_playground_the_admin_and_the_terminal(d
     listed = admin_client.get("/falai/sessions").json()["results"][0]
     assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", listed["last_user_at"])  # the API keeps ISO 8601
     assert display.when(None) == "—" and display.when("2026-09-20T10:00:00Z") == "2026-09-20 10:00:00"
+
+
+def test_the_admin_list_shows_times_in_the_same_format(demo_settings, admin_client):
+    from falai_django import host
+    from falai_django.models import Session
+
+    host.handle("5511", {"message": "oi", "id": "m1"})
+    last_user_at = display.when(Session.objects.get(pk="5511").last_user_at)
+    assert READABLE.match(last_user_at)
+    for language in ("en", "pt-br"):
+        page = admin_client.get(reverse("admin:falai_django_conversation_changelist"),
+                                headers={"accept-language": language}).content.decode()
+        assert last_user_at in page, language
