@@ -131,7 +131,11 @@ def main() -> int:
     # inherit that and ignore Ctrl-C. Take the default back (exec then gives them SIG_DFL).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     # System checks run once, here (a warning such as W001 is printed once, not by every child).
-    manage("check", "--fail-level", "ERROR", stdout=subprocess.DEVNULL)
+    try:
+        manage("check", "--fail-level", "ERROR", stdout=subprocess.DEVNULL)
+    except subprocess.CalledProcessError:
+        print("run_demo: `manage.py check` found errors (above); fix them and run again.", file=sys.stderr)
+        return 1
     manage("migrate", "--noinput", "--skip-checks", stdout=subprocess.DEVNULL)
     setup_django()
     password = ensure_admin()

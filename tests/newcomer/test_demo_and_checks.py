@@ -173,3 +173,28 @@ def test_make_run_installs_only_the_runtime_and_make_test_adds_the_dev_extras(ma
     os.utime(venv / ".installed-dev", (old, old))
     test = dry(make_dir, "test")
     assert "pip install -q -e .\n" in test and "pip install -q -e '.[dev]'" in test
+
+
+def test_make_run_stops_with_a_sentence_when_the_checks_fail(monkeypatch, capsys):
+    import importlib.util
+    import signal
+
+    spec = importlib.util.spec_from_file_location("run_demo_failing", ROOT / "scripts" / "run_demo.py")
+    run_demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_demo)
+    ran: list[list[str]] = []
+
+    def manage(*args, **kw):
+        ran.append(list(args))
+        if args[0] == "check":
+            raise subprocess.CalledProcessError(1, ["manage.py", *args])
+
+    monkeypatch.setattr(run_demo, "manage", manage)
+    monkeypatch.chdir(ROOT)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        assert run_demo.main() == 1
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    assert [c[0] for c in ran] == ["check"]  # nothing migrated, nothing started
+    assert "`manage.py check` found errors (above)" in capsys.readouterr().err
