@@ -3,16 +3,24 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test install services lint bench clean
+.PHONY: run test install install-dev services lint bench clean
 
+# `make run` needs only the runtime dependencies; the test tools come with `make test`.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e .
 	touch $(STAMP)
 
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(DEV_STAMP)
+
 install: $(STAMP)
+
+install-dev: $(DEV_STAMP)
 
 services:
 	@bash scripts/services.sh
@@ -20,16 +28,16 @@ services:
 run: install
 	$(BIN)/python scripts/run_demo.py
 
-test: install
+test: install-dev
 	@bash scripts/services.sh || test "$$CI" != "true"
 	@bash scripts/ensure_chromium.sh || test "$$CI" != "true"
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check .
 
-bench: install
+bench: install-dev
 	@bash scripts/services.sh
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 	$(BIN)/python scripts/bench_docs.py

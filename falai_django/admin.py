@@ -27,7 +27,7 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -38,6 +38,7 @@ from django.utils.translation import gettext_lazy as _
 from . import handoff, host
 from .engine.errors import InvalidSessionError
 from .engine.jstime import try_parse_iso
+from .listing import STATUS_FILTERS, STATUS_LABELS, conversation_status
 from .models import Conversation, History, TurnRecord, Wake
 
 HANDOFF_CODENAME = "handoff_conversation"  # declared in Conversation.Meta.permissions
@@ -50,29 +51,7 @@ TIMELINE_TURNS = 100  # run-log rows read for the outcomes timeline
 # Status, derived from the indexed columns
 # ---------------------------------------------------------------------------------------------
 
-SILENCED, ASKING, WAITING, IDLE = "silenced", "asking", "waiting", "idle"
-STATUS_LABELS = {
-    ASKING: _("asking"),
-    WAITING: _("waiting"),
-    IDLE: _("idle"),
-    SILENCED: _("silenced"),
-}
-STATUS_FILTERS = {
-    SILENCED: Q(silenced_reason__isnull=False),
-    ASKING: Q(silenced_reason__isnull=True, asking_flow__isnull=False),
-    WAITING: Q(silenced_reason__isnull=True, asking_flow__isnull=True, run_count__gt=0),
-    IDLE: Q(silenced_reason__isnull=True, asking_flow__isnull=True) & (Q(run_count__isnull=True) | Q(run_count=0)),
-}
-
-
-def conversation_status(row: Conversation) -> str:
-    if row.silenced_reason:
-        return SILENCED
-    if row.asking_flow:
-        return ASKING
-    if row.run_count:
-        return WAITING
-    return IDLE
+# The status rules live in `listing`: the API's `GET sessions` filters the same way.
 
 
 class StatusFilter(admin.SimpleListFilter):
@@ -278,6 +257,8 @@ def wakes_of(conversation_id: str, session: Any) -> tuple[list[dict[str, Any]], 
         for entry in computed:
             found = wakes.setdefault(entry.key, {"key": entry.key, "at": entry.at, "state": "", "computed": True})
             found["computed"] = True
+        if not problem:  # a queued row the session no longer waits on is stale: firing it changes nothing
+            wakes = {key: wake for key, wake in wakes.items() if wake["computed"]}
     return sorted(wakes.values(), key=lambda w: (w["at"] is None, w["at"])), problem
 
 
@@ -341,9 +322,9 @@ class ConversationAdmin(admin.ModelAdmin):
         return format_html('<span class="falai-status falai-status-{}">{}</span>', status, STATUS_LABELS[status])
 
     @admin.display(description=_("flow · step"), ordering="asking_flow")
-    def flow_step(self, obj: Conversation) -> str | None:
+    def flow_step(self, obj: Conversation) -> str:
         if not obj.asking_flow:
-            return None
+            return self.get_empty_value_display()  # a readonly field would print None
         return f"{obj.asking_flow} · {obj.asking_step}" if obj.asking_step else obj.asking_flow
 
     @admin.display(description=_("next wake"), ordering="next_wake_at")

@@ -18,6 +18,16 @@ def _import_error(name: str, path: Any, exc: Exception, check_id: str) -> Error:
     )
 
 
+def _build_error(path: Any, exc: Exception) -> Error:
+    """The agent's module ran and raised while building the agent (a flow or field mistake)."""
+    return Error(
+        f'FALAI["AGENT"] = {path!r}: the agent fails to build: {exc}',
+        hint="The module imports, but building the agent raised. Fix the definition the message points "
+        "at (a field, step or flow name); run `python -c \"import <module>\"` to see the traceback.",
+        id="falai_django.E011",
+    )
+
+
 @register(Tags.compatibility)
 def check_falai_settings(app_configs=None, **kwargs) -> list:
     from django.utils.module_loading import import_string
@@ -54,10 +64,17 @@ def check_falai_settings(app_configs=None, **kwargs) -> list:
     else:
         try:
             agent = import_string(agent_path) if isinstance(agent_path, str) else agent_path
-        except Exception as exc:  # noqa: BLE001 - any import failure is reported, not raised
+        except ImportError as exc:
             problems.append(_import_error("AGENT", agent_path, exc, "falai_django.E002"))
+        except Exception as exc:  # noqa: BLE001 - the module imports, but building the agent failed
+            problems.append(_build_error(agent_path, exc))
         else:
-            if not hasattr(agent, "turn") and not callable(agent):
+            if not hasattr(agent, "turn") and callable(agent):
+                try:  # a zero-argument callable builds the agent: build it now, as the host will
+                    agent()
+                except Exception as exc:  # noqa: BLE001 - reported, not raised
+                    problems.append(_build_error(agent_path, exc))
+            elif not hasattr(agent, "turn"):
                 problems.append(
                     Error(
                         f'FALAI["AGENT"] = {agent_path!r} is a {type(agent).__name__}, not an agent.',
@@ -151,3 +168,20 @@ def check_falai_settings(app_configs=None, **kwargs) -> list:
                 )
             )
     return problems
+
+
+@register(Tags.compatibility)
+def check_api_docs_apps(app_configs=None, **kwargs) -> list:
+    """The schema works without them; the docs page (`falai/docs/`) needs their templates and assets."""
+    missing = [app for app in ("drf_spectacular", "drf_spectacular_sidecar") if app not in settings.INSTALLED_APPS]
+    if not missing:
+        return []
+    return [
+        Warning(
+            f"{' and '.join(repr(app) for app in missing)} not in INSTALLED_APPS: the API docs page "
+            "(falai/docs/) cannot render; the schema (falai/schema) still works.",
+            hint='Add "drf_spectacular" and "drf_spectacular_sidecar" to INSTALLED_APPS (the sidecar serves '
+                 "Swagger UI's files from your static files: no CDN).",
+            id="falai_django.W010",
+        )
+    ]

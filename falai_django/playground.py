@@ -8,6 +8,11 @@ dispatcher would when its time comes.
 
 The helpers (`snapshot`, `next_wake`, `fast_forward`, `send_event`) are plain functions over
 `host`; `manage.py falai_chat` uses them too.
+
+Playground conversations are sandboxed (`falai_django.sandbox`): their ids start with
+`playground-`, and what they "send" never reaches `FALAI["SENDER"]`; each reply is marked as
+recorded by the sandbox. The page shows the handoff in force (taken over, by whom, which mode)
+and labels a human's replies as the human's.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from . import conf, host
+from . import conf, display, host, sandbox
+from .handoff import HUMAN_KIND, HUMAN_REASON_PREFIX
 
 SESSION_KEY = "falai_playground_session"
 DRIVE_PERMISSION = "falai_django.change_conversation"
@@ -54,8 +60,9 @@ def _iso(value: Any) -> Any:
 
 
 def pending_wakes(session_id: str, agent: Any = None) -> list[dict[str, Any]]:
-    """The conversation's wakes not fired yet: the queued rows, plus any the session waits on
-    that the queue lost (`agent.pending_wakes`), soonest first."""
+    """The conversation's wakes not fired yet, soonest first: what the session waits on
+    (`agent.pending_wakes`), with the queue's state when a row is queued. A queued row the session
+    no longer waits on is stale (firing it changes nothing), so it is not listed."""
     from .models import Wake
     from .stores.django import DjangoStore
 
@@ -67,8 +74,9 @@ def pending_wakes(session_id: str, agent: Any = None) -> list[dict[str, Any]]:
     if session is not None:
         agent = agent or conf.get_agent()
         context = host.context_for(session_id, session, {})
-        for entry in agent.pending_wakes(session=session, context=context):
-            rows.setdefault(entry.key, {"key": entry.key, "at": entry.at, "state": "computed"})
+        live = {entry.key: entry for entry in agent.pending_wakes(session=session, context=context)}
+        rows = {key: rows.get(key) or {"key": key, "at": entry.at, "state": "computed"}
+                for key, entry in live.items()}
     return sorted(rows.values(), key=lambda w: w["at"])
 
 
@@ -103,8 +111,7 @@ def snapshot(session_id: str, agent: Any = None) -> dict[str, Any]:
     session = DjangoStore().load(session_id)
     last = TurnRecord.objects.filter(conversation_id=session_id).exclude(
         status=TurnRecord.Status.RECEIVED).order_by("-id").first()
-    history = list(History.objects.filter(conversation_id=session_id).order_by("id").values(
-        "role", "content", "kind"))
+    history = [_history_item(row) for row in History.objects.filter(conversation_id=session_id).order_by("id")]
     runs = []
     if session is not None:
         for run in session.runs:
@@ -120,15 +127,43 @@ def snapshot(session_id: str, agent: Any = None) -> dict[str, Any]:
         "version": session.version if session is not None else None,
         "data": dict(session.data) if session is not None else {},
         "runs": runs,
-        "handoff": host.handoff_of(session),
+        "handoff": handoff_view(host.handoff_of(session)),
         "last_turn": None if last is None else {
             "id": last.pk, "kind": last.kind, "input_key": last.input_key, "status": last.status,
             "llm_calls": last.llm_calls, "outcomes": last.outcomes, "started": last.started,
             "ended": last.ended, "skipped": last.skipped, "error": last.error,
         },
-        "wakes": [{**w, "at": _iso(w["at"])} for w in pending_wakes(session_id, agent)],
+        "wakes": [{**w, "at": _iso(w["at"]), "at_display": display.when(w["at"])}
+                  for w in pending_wakes(session_id, agent)],
         "history": history,
     }
+
+
+def _history_item(row: Any) -> dict[str, Any]:
+    """One transcript row as the page shows it: who wrote it, when, and what became of the send."""
+    item: dict[str, Any] = {"role": row.role, "content": row.content, "kind": row.kind,
+                            "at": display.when(row.at), "send_status": row.send_status}
+    if row.kind == HUMAN_KIND:
+        item["author"] = (row.message_key or "").removeprefix("human:") or "a human"
+    if row.channel_message_id and row.channel_message_id.startswith(sandbox.CHANNEL_ID_PREFIX):
+        item["sandbox"] = True  # recorded by the sandbox sender: what would have been sent
+    return item
+
+
+def handoff_view(handoff: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The handoff in force, in words for the page: who holds the conversation, how, since when."""
+    if not handoff:
+        return None
+    reason = str(handoff.get("reason") or "")
+    owner = handoff.get("owner") or (reason.removeprefix(HUMAN_REASON_PREFIX)
+                                     if reason.startswith(HUMAN_REASON_PREFIX) else None)
+    mode = handoff.get("mode") or "stop"
+    what = f"Taken over by {owner}" if owner else f"Silenced ({reason})"
+    meaning = {"stop": "the assistant says nothing",
+               "skip": "talk and say steps are skipped; do steps still run",
+               "understand": "the assistant is silent but fields keep landing"}.get(mode, mode)
+    return {**handoff, "owner": owner, "mode": mode, "at_display": display.when(handoff.get("at")),
+            "summary": f"{what} · mode {mode}: {meaning} · since {display.when(handoff.get('at'))}"}
 
 
 def _turn_payload(result: host.HostResult | None) -> dict[str, Any]:
@@ -147,7 +182,7 @@ def _turn_payload(result: host.HostResult | None) -> dict[str, Any]:
 def _session_id(request: HttpRequest) -> str:
     sid = request.session.get(SESSION_KEY)
     if not sid:
-        sid = f"playground-{request.user.pk}-{secrets.token_hex(4)}"
+        sid = f"{sandbox.PREFIX}{request.user.pk}-{secrets.token_hex(4)}"
         request.session[SESSION_KEY] = sid
     return sid
 

@@ -28,7 +28,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from . import conf, enqueue
+from . import conf, enqueue, sandbox
 from .models import History
 from .models import Session as SessionRow
 
@@ -136,8 +136,11 @@ def send_delay_s(attempt: int) -> float:
 
 
 def send_pending(session_id: str, *, sender=None, sleep=time.sleep) -> int:
-    """Send what is due for one conversation, in order. Returns how many were sent."""
-    sender = sender or conf.get_sender()
+    """Send what is due for one conversation, in order. Returns how many were sent.
+
+    A playground conversation goes to the sandbox sender, never to `FALAI["SENDER"]`."""
+    if sender is None:
+        sender = sandbox.sandbox_sender if sandbox.is_sandboxed(session_id) else conf.get_sender()
     if _use_advisory_lock():
         return _send_under_advisory_lock(session_id, sender, sleep)
     sent = 0

@@ -1,16 +1,15 @@
 """Include under one prefix: `path("falai/", include("falai_django.urls"))`."""
 
 from django.urls import include, path
-from rest_framework.renderers import JSONOpenAPIRenderer
-from rest_framework.schemas import get_schema_view
 
-from .api import views
+from .api import schema, views
 from .api.auth import CanDriveConversations
 from .channels.whatsapp.webhook import webhook as whatsapp_webhook
 
 app_name = "falai"
 
 urlpatterns = [
+    path("sessions", views.SessionListView.as_view(), name="sessions"),
     path("sessions/<str:session_id>", views.SessionStateView.as_view(), name="session"),
     path("sessions/<str:session_id>/messages", views.MessageView.as_view(), name="message"),
     path("sessions/<str:session_id>/messages/stream", views.MessageStreamView.as_view(), name="message-stream"),
@@ -21,16 +20,10 @@ urlpatterns = [
     path("sessions/<str:session_id>/unsilence", views.UnsilenceView.as_view(), name="unsilence"),
     path("playground/", include("falai_django.playground")),
     path("whatsapp/webhook", whatsapp_webhook, name="whatsapp-webhook"),
-    path(
-        "schema",
-        get_schema_view(
-            title="falai_django",
-            description="Drive conversations: inputs, state, handoff.",
-            version="1",
-            renderer_classes=[JSONOpenAPIRenderer],
-            permission_classes=[CanDriveConversations],
-            authentication_classes=views._authentication_classes(),
-        ),
-        name="schema",
-    ),
+    path("schema", schema.SchemaView.as_view(permission_classes=[CanDriveConversations],
+                                             authentication_classes=views._authentication_classes()),
+         name="schema"),
+    path("docs/", schema.DocsView.as_view(permission_classes=[CanDriveConversations],
+                                          authentication_classes=views._authentication_classes()),
+         name="docs"),
 ]

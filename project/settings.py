@@ -21,6 +21,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    "drf_spectacular",          # the API's OpenAPI schema and its docs page (falai/docs/)
+    "drf_spectacular_sidecar",  # the docs page's Swagger UI assets, served locally (no CDN)
     "django_q",
     "falai_django",
 ]
@@ -91,6 +93,8 @@ LANGUAGES = [("en", "English"), ("pt-br", "Português (Brasil)")]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# One time format for people (the admin's lists included): project/formats/<lang>/formats.py.
+FORMAT_MODULE_PATH = ["project.formats"]
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -134,3 +138,14 @@ if os.environ.get("WHATSAPP_PHONE_NUMBER_ID"):
         "WINDOW": None if os.environ.get("WHATSAPP_WINDOW") == "off" else os.environ.get("WHATSAPP_WINDOW", "skip"),
         "LANGUAGE": os.environ.get("WHATSAPP_TEMPLATE_LANGUAGE", "pt_BR"),
     }
+
+# The demo's console: falai's own lines (the log sender's "falai send to ...", the playground's
+# sandbox) at INFO, so a newcomer sees what would have reached the channel; others at WARNING.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"line": {"format": "%(asctime)s %(name)s %(levelname)s %(message)s", "datefmt": "%H:%M:%S"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line"}},
+    "loggers": {"falai_django": {"handlers": ["console"], "level": os.environ.get("FALAI_LOG_LEVEL", "INFO"),
+                                 "propagate": True}},  # pytest's caplog listens on the root
+}

@@ -131,7 +131,13 @@ def main() -> int:
     # A shell that starts us in the background may have us ignore SIGINT; the children would
     # inherit that and ignore Ctrl-C. Take the default back (exec then gives them SIG_DFL).
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    manage("migrate", "--noinput", stdout=subprocess.DEVNULL)
+    # System checks run once, here (a warning such as W001 is printed once, not by every child).
+    try:
+        manage("check", "--fail-level", "ERROR", stdout=subprocess.DEVNULL)
+    except subprocess.CalledProcessError:
+        print("run_demo: `manage.py check` found errors (above); fix them and run again.", file=sys.stderr)
+        return 1
+    manage("migrate", "--noinput", "--skip-checks", stdout=subprocess.DEVNULL)
     setup_django()
     password = ensure_admin()
     from django.db import connections
@@ -147,9 +153,9 @@ def main() -> int:
     code = 0
     try:
         procs = start([
-            [PY, "manage.py", "runserver", f"{HOST}:{PORT}", "--noreload"],
-            [PY, "manage.py", "qcluster"],
-            [PY, "manage.py", "falai_dispatch_wakes"],
+            [PY, "manage.py", "runserver", f"{HOST}:{PORT}", "--noreload", "--skip-checks"],
+            [PY, "manage.py", "qcluster", "--skip-checks"],
+            [PY, "manage.py", "falai_dispatch_wakes", "--skip-checks"],
         ])
         ready = wait_for_server(procs)
         if all(proc.poll() is None for proc in procs):

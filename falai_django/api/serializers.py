@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .. import conf
@@ -19,6 +20,13 @@ from ..inputs import (
 )
 
 
+@extend_schema_field({"oneOf": [
+    {"type": "string", "minLength": 1, "description": "The reason: the assistant says nothing."},
+    {"type": "object", "required": ["reason"], "additionalProperties": False, "properties": {
+        "reason": {"type": "string", "minLength": 1},
+        "understand": {"type": "boolean", "description": "Fields keep landing while silent."},
+        "skip": {"type": "boolean", "description": "Talk and say steps are skipped; do steps still run."}}},
+]})
 class SilencedField(serializers.Field):
     """`silenced`: a reason string, or `{reason, understand?: bool, skip?: bool}`."""
 
@@ -167,11 +175,23 @@ class WakeInputSerializer(_Common):
         return {"wake": self.validated_data["key"]}
 
 
+def _known(kind: str, names: list[str]) -> str:
+    return (f"Known {kind}s: {', '.join(sorted(names))}." if names
+            else f"This agent declares no {kind}s.")
+
+
 class EventInputSerializer(_Common):
-    event = serializers.CharField(max_length=255)
+    event = serializers.CharField(max_length=255, help_text=_("One of the agent's events (a 400 names them)."))
     key = serializers.CharField(max_length=1024, help_text=_("Your idempotency key for this event."))
     payload = serializers.JSONField(required=False)
     hop = serializers.IntegerField(min_value=0, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)  # unstorable text first: it is the body's own problem
+        events = list(getattr(conf.get_agent(), "events", None) or {})
+        if attrs["event"] not in events:
+            raise serializers.ValidationError({"event": [f"Unknown event {attrs['event']!r}. {_known('event', events)}"]})
+        return attrs
 
     def turn_input(self) -> dict[str, Any]:
         data = self.validated_data
@@ -184,10 +204,18 @@ class EventInputSerializer(_Common):
 
 
 class StartInputSerializer(_Common):
-    flow = serializers.CharField(max_length=255)
+    flow = serializers.CharField(max_length=255, help_text=_("One of the agent's flows (a 400 names them)."))
+
     key = serializers.CharField(max_length=1024)
     input = serializers.JSONField(required=False)
     hop = serializers.IntegerField(min_value=0, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)  # unstorable text first: it is the body's own problem
+        flows = [flow.id for flow in getattr(conf.get_agent(), "flows", ())]
+        if attrs["flow"] not in flows:
+            raise serializers.ValidationError({"flow": [f"Unknown flow {attrs['flow']!r}. {_known('flow', flows)}"]})
+        return attrs
 
     def turn_input(self) -> dict[str, Any]:
         data = self.validated_data
@@ -248,3 +276,61 @@ class TurnResponseSerializer(serializers.Serializer):
             "retry_at": host_result.retry_at,
             "error": host_result.error,
         }
+
+
+class SessionListQuerySerializer(serializers.Serializer):
+    """`GET sessions` filters: the admin list's (status, flow, owner, silenced, search)."""
+
+    status = serializers.ChoiceField(choices=["asking", "waiting", "idle", "silenced"], required=False,
+                                     help_text=_("asking, waiting, idle or silenced (as in the admin)."))
+    flow = serializers.CharField(max_length=255, required=False, help_text=_("The asking run's flow."))
+    owner = serializers.CharField(max_length=255, required=False, help_text=_("The human who took it over."))
+    silenced = serializers.BooleanField(required=False, allow_null=True, default=None,
+                                        help_text=_("Only silenced (true) or only not silenced (false)."))
+    q = serializers.CharField(max_length=255, required=False,
+                              help_text=_("Words in the id, a collected value or the transcript."))
+
+    def validate_flow(self, value: str) -> str:
+        flows = [flow.id for flow in getattr(conf.get_agent(), "flows", ())]
+        if value not in flows:
+            raise serializers.ValidationError(f"Unknown flow {value!r}. {_known('flow', flows)}")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        problems = {name: [problem] for name, value in attrs.items() if (problem := text_problem(value))}
+        if problems:
+            raise serializers.ValidationError(problems)
+        return attrs
+
+
+class SessionSummarySerializer(serializers.Serializer):
+    """One conversation in `GET sessions`: the indexed columns, as the admin's list shows them."""
+
+    id = serializers.CharField()
+    status = serializers.CharField(help_text=_("asking, waiting, idle or silenced."))
+    flow = serializers.CharField(source="asking_flow", allow_null=True)
+    step = serializers.CharField(source="asking_step", allow_null=True)
+    waiting_until = serializers.DateTimeField(allow_null=True)
+    silenced_reason = serializers.CharField(allow_null=True)
+    owner = serializers.CharField(source="human_owner", allow_null=True)
+    live_runs = serializers.IntegerField(source="run_count", allow_null=True)
+    last_user_at = serializers.DateTimeField(allow_null=True)
+    last_assistant_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    version = serializers.IntegerField()
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        from ..listing import conversation_status
+
+        instance.status = conversation_status(instance)
+        return super().to_representation(instance)
+
+
+class SessionPageSerializer(serializers.Serializer):
+    """A page of `GET sessions` (DRF's page-number pagination)."""
+
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = SessionSummarySerializer(many=True)

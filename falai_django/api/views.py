@@ -6,18 +6,22 @@ import itertools
 import json
 from typing import Any
 
+from django.db.models import F
 from django.http import StreamingHttpResponse
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import parsers, status
 from rest_framework.exceptions import NotFound, ParseError, PermissionDenied, ValidationError
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
-from rest_framework.schemas.openapi import AutoSchema
 from rest_framework.views import APIView
 
 from .. import host
 from ..engine.errors import FlowConfigurationError, InvalidSessionError, SessionConflictError
 from . import serializers
 from .auth import CanDriveConversations, WebhookSignatureAuthentication
+from .schema import answers
 
 
 def _authentication_classes() -> list:
@@ -39,6 +43,8 @@ class JSONParser(parsers.JSONParser):
 class FalaiView(APIView):
     permission_classes = [CanDriveConversations]
     parser_classes = [JSONParser]
+    schema = AutoSchema()  # drf-spectacular's, whatever the project's DEFAULT_SCHEMA_CLASS
+    falai_api = True  # what the schema describes (schema._only_falai)
 
     def get_authenticators(self):
         return [auth() for auth in _authentication_classes()]
@@ -64,57 +70,10 @@ def _check_session_id(session_id: str) -> None:
         raise ValidationError({"session_id": [problem]})
 
 
-_REASON = {"application/json": {"schema": {"type": "object", "additionalProperties": True,
-                                          "description": "`detail`, or field name -> messages"}}}
-_ERRORS = {
-    "400": "Bad input: the body names each field and why.",
-    "401": "No credentials, or a wrong, tampered or stale webhook signature.",
-    "403": "Authenticated, but without the 'change conversation' permission.",
-    "409": "The stored session row is unreadable (InvalidSessionError; it is left as stored), or a handoff "
-           "lost every compare-and-swap to concurrent turns (nothing written; try again).",
-}
-
-
-class FalaiSchema(AutoSchema):
-    """The answers the views really give (DRF's generator says 201 for every POST).
-
-    `answers`: the success codes with their descriptions, plus any extra error codes; every
-    endpoint also declares 400, 401, 403 and 409 with a reason body.
-    """
-
-    def __init__(self, *, answers: dict[str, str], content_type: str = "application/json",
-                 response_serializer: type | None = None, **kwargs):
-        super().__init__(**kwargs)
-        self.answers = answers
-        self.content_type = content_type
-        self.response_serializer = response_serializer
-
-    def get_response_serializer(self, path, method):
-        if self.response_serializer is not None:
-            return self.response_serializer()
-        return super().get_response_serializer(path, method)
-
-    def get_responses(self, path, method):
-        generated = next(iter(super().get_responses(path, method).values()), {})
-        body = generated.get("content", {}).get("application/json", {"schema": {"type": "object"}})
-        if self.content_type != "application/json":
-            body = {"schema": {"type": "string", "description": "server-sent events"}}
-        responses = {}
-        for code, description in {**_ERRORS, **self.answers}.items():
-            ok = code.startswith("2")
-            content = {self.content_type: body} if ok else _REASON
-            responses[code] = {"description": description, "content": content}
-        return dict(sorted(responses.items()))
-
-
-class TurnSchema(FalaiSchema):
-    """Inputs answer with what the turn did, not with the input's own shape."""
-
-    def __init__(self, **kwargs):
-        answers = {"200": "The turn ran: what it said, scheduled and recorded.",
-                   "202": "The provider failed: the input is kept and retried later (status retry or failed)."}
-        super().__init__(answers={**answers, **kwargs.pop("answers", {})},
-                         response_serializer=serializers.TurnResponseSerializer, **kwargs)
+_TURN = {200: (serializers.TurnResponseSerializer, "The turn ran: what it said, scheduled and recorded."),
+         202: (serializers.TurnResponseSerializer,
+               "The provider failed: the input is kept and retried later (status retry or failed).")}
+_HANDOFF_ERRORS = {404: "No conversation with this id."}
 
 
 class _InputView(FalaiView):
@@ -136,20 +95,19 @@ class _InputView(FalaiView):
         return Response(serializers.TurnResponseSerializer.from_host(result), status=code)
 
 
+@extend_schema(tags=["inputs"], responses=answers(_TURN))
 class MessageView(_InputView):
     """An inbound customer message."""
 
     serializer_class = serializers.MessageInputSerializer
-    schema = TurnSchema(tags=["inputs"], operation_id_base="Message")
 
 
+@extend_schema(tags=["inputs"], responses=answers(_TURN, errors={
+    403: "The wake belongs to another conversation.", 404: "This conversation has no wake with that key."}))
 class WakeView(_InputView):
     """Fire a wake of this conversation (`turn(wake=key)`)."""
 
     serializer_class = serializers.WakeInputSerializer
-    schema = TurnSchema(tags=["inputs"], operation_id_base="Wake", answers={
-        "403": "The wake belongs to another conversation.",
-        "404": "This conversation has no wake with that key."})
 
     def authorize_input(self, session_id: str, serializer) -> None:
         from ..models import Wake
@@ -163,27 +121,28 @@ class WakeView(_InputView):
         raise NotFound(_("This conversation has no wake with that key."))
 
 
+@extend_schema(tags=["inputs"], responses=answers(_TURN))
 class EventView(_InputView):
     """An event from your system."""
 
     serializer_class = serializers.EventInputSerializer
-    schema = TurnSchema(tags=["inputs"], operation_id_base="Event")
 
 
+@extend_schema(tags=["inputs"], responses=answers(_TURN))
 class StartView(_InputView):
     """Start a flow by hand."""
 
     serializer_class = serializers.StartInputSerializer
-    schema = TurnSchema(tags=["inputs"], operation_id_base="Start")
 
 
+@extend_schema(tags=["inputs"], responses=answers(
+    {200: (str, "`delta` events, `replay` (the text so far is void), then `done` (the turn); `error` if the "
+                "turn fails after the first byte.")},
+    content_type="text/event-stream"))
 class MessageStreamView(FalaiView):
     """An inbound message answered as server-sent events: `delta` chunks, then `done`."""
 
     serializer_class = serializers.MessageInputSerializer
-    schema = FalaiSchema(tags=["inputs"], operation_id_base="MessageStream", content_type="text/event-stream",
-                         answers={"200": "`delta` events, `replay` (the text so far is void), then `done` (the "
-                                         "turn); `error` if the turn fails after the first byte."})
 
     def get_serializer(self, *args, **kwargs):
         return self.serializer_class(*args, **kwargs)
@@ -220,12 +179,10 @@ def _sse(events):
         yield _sse_frame("error", {"detail": f"{type(exc).__name__}: {exc}"})
 
 
+@extend_schema(tags=["sessions"], responses=answers(
+    {200: (dict, "Session, handoff, pending wakes, recent history and turns.")}, errors=_HANDOFF_ERRORS))
 class SessionStateView(FalaiView):
     """The conversation: session data, runs, pending wakes, recent history, handoff."""
-
-    schema = FalaiSchema(tags=["sessions"], operation_id_base="SessionState", answers={
-        "200": "Session, handoff, pending wakes, recent history and turns.",
-        "404": "No conversation with this id."})
 
     def get(self, request, session_id: str) -> Response:
         _check_session_id(session_id)
@@ -235,14 +192,13 @@ class SessionStateView(FalaiView):
         return Response(state)
 
 
+@extend_schema(tags=["handoff"], responses=answers(
+    {200: (serializers.HandoffResponseSerializer, "The conversation's handoff and its new version.")},
+    errors=_HANDOFF_ERRORS))
 class SilenceView(FalaiView):
     """Hand the conversation to a human: later inputs are silenced with this reason."""
 
     serializer_class = serializers.SilenceSerializer
-    schema = FalaiSchema(
-        tags=["handoff"], operation_id_base="Silence", response_serializer=serializers.HandoffResponseSerializer,
-        answers={"200": "The conversation's handoff and its new version.", "404": "No conversation with this id."},
-    )
 
     def get_serializer(self, *args, **kwargs):
         return self.serializer_class(*args, **kwargs)
@@ -256,15 +212,61 @@ class SilenceView(FalaiView):
         return Response({"handoff": host.handoff_of(saved), "version": saved.version})
 
 
+@extend_schema(tags=["handoff"], request=None, responses=answers(
+    {200: (serializers.HandoffResponseSerializer, "The handoff is cleared; the new version.")},
+    errors=_HANDOFF_ERRORS))
 class UnsilenceView(FalaiView):
     """Give the conversation back to the agent."""
-
-    schema = FalaiSchema(
-        tags=["handoff"], operation_id_base="Unsilence", response_serializer=serializers.HandoffResponseSerializer,
-        answers={"200": "The handoff is cleared; the new version.", "404": "No conversation with this id."},
-    )
 
     def post(self, request, session_id: str) -> Response:
         _check_session_id(session_id)
         saved = host.unsilence(session_id)
         return Response({"handoff": None, "version": saved.version})
+
+
+class _ListSchema(AutoSchema):
+    def get_operation_id(self) -> str:
+        return "sessions_list"  # the generated name would collide with GET sessions/<id>
+
+
+class SessionPagination(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+@extend_schema(tags=["sessions"], parameters=[
+    serializers.SessionListQuerySerializer,
+    OpenApiParameter("page", int, description="Page number, from 1."),
+    OpenApiParameter("page_size", int, description=f"Conversations a page (default {SessionPagination.page_size}, "
+                                                   f"at most {SessionPagination.max_page_size})."),
+],
+               responses=answers({200: (serializers.SessionPageSerializer,
+                                        "A page of conversations: count, next, previous, results.")},
+                                 errors={404: "No such page."}))
+class SessionListView(FalaiView):
+    """List conversations, most recent customer message first, filtered as in the admin."""
+
+    schema = _ListSchema()
+
+    def get(self, request) -> Response:
+        from ..listing import STATUS_FILTERS, search
+        from ..models import Session
+
+        query = serializers.SessionListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        filters = query.validated_data
+        rows = Session.objects.defer("blob").order_by(F("last_user_at").desc(nulls_last=True), "id")
+        if filters.get("status"):
+            rows = rows.filter(STATUS_FILTERS[filters["status"]])
+        if filters.get("flow"):
+            rows = rows.filter(asking_flow=filters["flow"])
+        if filters.get("owner"):
+            rows = rows.filter(human_owner=filters["owner"])
+        if filters.get("silenced") is not None:
+            rows = rows.filter(silenced_reason__isnull=not filters["silenced"])
+        if filters.get("q"):
+            rows = search(rows, filters["q"])
+        paginator = SessionPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(serializers.SessionSummarySerializer(page, many=True).data)

@@ -151,6 +151,7 @@ def test_make_run_from_a_clean_clone(tmp_path):
         passwords = re.findall(r"(?m)^\s*Password\s*:\s*(\S+)\s+<- shown once", text)
         assert len(passwords) == 1, text
         assert re.search(r"(?m)^\s*Provider\s*:\s*offline", text), text
+        assert text.count("falai_django.W001") <= 1, text  # the checks run once, not in every child
         opener, token = log_in(base, passwords[0])
         chat_and_see_it_sent(base, opener, token)
         commands = {b" ".join(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3]).decode(errors="replace")

@@ -16,13 +16,14 @@ Lines starting with "/" are commands; anything else is the customer's message:
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import conf, host, playground
+from ... import conf, display, host, playground
 
 HELP = """Commands:
   /wake [key]          fire the next pending wake now (or the one named)
@@ -40,6 +41,18 @@ class Command(BaseCommand):
         parser.add_argument("--no-stream", action="store_true", help="Print whole replies instead of streaming.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # django-q2 logs each task hand-off on its console handler at INFO; mid-reply, those lines
+        # glue onto the agent's text. Quiet it for the chat (-v 2 keeps it), warnings still show.
+        quiet = logging.getLogger("django-q")
+        level = quiet.level
+        if options["verbosity"] < 2:
+            quiet.setLevel(max(level, logging.WARNING))
+        try:
+            self.chat(**options)
+        finally:
+            quiet.setLevel(level)
+
+    def chat(self, **options: Any) -> None:
         self.agent = conf.get_agent()
         self.name = getattr(self.agent, "name", "Agent")
         self.session_id = options["session"] or f"cli-{secrets.token_hex(4)}"
@@ -83,6 +96,11 @@ class Command(BaseCommand):
         if command == "help":
             self.stdout.write(HELP)
         elif command == "wake":
+            if rest:
+                pending = [w["key"] for w in playground.pending_wakes(self.session_id, self.agent)]
+                if rest not in pending:
+                    listed = ", ".join(pending) if pending else "none"
+                    raise CommandError(f"no such wake: {rest} (pending: {listed}; /state lists them)")
             result = playground.fast_forward(self.session_id, key=rest or None, agent=self.agent)
             if result is None:
                 self.stdout.write("(no wake pending)")
@@ -96,6 +114,10 @@ class Command(BaseCommand):
                 payload = json.loads(raw) if raw.strip() else None
             except ValueError as exc:
                 raise CommandError(f"the payload is not JSON: {exc}") from None
+            events = sorted(getattr(self.agent, "events", None) or {})
+            if name not in events:
+                known = ", ".join(events) if events else "none (this agent declares no events)"
+                raise CommandError(f"no such event: {name} (known: {known})")
             self.report(playground.send_event(self.session_id, name, payload, agent=self.agent), streamed=False)
         elif command == "silence":
             if not rest:
@@ -161,7 +183,7 @@ class Command(BaseCommand):
         if not turn.messages:
             self.stdout.write("(no reply this turn)")
         for entry in turn.schedule:
-            self.stdout.write(f"(wake scheduled: {entry.key} at {entry.at.isoformat()})")
+            self.stdout.write(f"(wake scheduled: {entry.key} at {display.when(entry.at)})")
 
     def show_state(self) -> None:
         state = playground.snapshot(self.session_id, agent=self.agent)
@@ -172,18 +194,18 @@ class Command(BaseCommand):
         self.stdout.write("data: " + json.dumps(state["data"], ensure_ascii=False))
         for run in state["runs"]:
             waiting = run["waiting"] or {}
-            extra = f" until {waiting.get('until')}" if waiting.get("until") else ""
-            self.stdout.write(f"run {run['flow']} @ {run['step']} [{run['status']}]{extra}")
+            extra = f" until {display.when(waiting.get('until'))}" if waiting.get("until") else ""
+            self.stdout.write(f"run {run['flow']} @ {display.text(run['step'])} [{run['status']}]{extra}")
         if state["handoff"]:
-            self.stdout.write(f"handoff: {state['handoff'].get('reason')} ({state['handoff'].get('mode')})")
+            self.stdout.write(f"handoff: {state['handoff']['summary']}")
         last = state["last_turn"]
         if last:
             self.stdout.write(f"last turn: {last['kind']} {last['status']}, {last['llm_calls']} LLM call(s)")
             for line in last["outcomes"] or []:
                 code = f" {line.get('code')}" if line.get("code") else ""
-                self.stdout.write(f"  {line.get('flowId')}/{line.get('stepId')} {line.get('kind')} "
-                                  f"{line.get('status')}{code}")
+                where = "/".join(str(v) for v in (line.get("flowId"), line.get("stepId")) if v) or display.EMPTY
+                self.stdout.write(f"  {where} {display.text(line.get('kind'))} {display.text(line.get('status'))}{code}")
         for wake in state["wakes"]:
-            self.stdout.write(f"wake {wake['key']} at {wake['at']}")
+            self.stdout.write(f"wake {wake['key']} at {wake['at_display']}")
         if not state["wakes"]:
             self.stdout.write("no wakes pending")
