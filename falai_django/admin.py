@@ -439,7 +439,7 @@ class ConversationAdmin(admin.ModelAdmin):
     def _take_over(self, request: HttpRequest, obj: Conversation) -> str:
         owner = request.user.get_username()
         understand = request.POST.get("understand") == "on"
-        handoff.take_over(obj.pk, owner, understand=understand)
+        handoff.take_over(obj.pk, owner, understand=understand, by=request.user)
         if understand:
             return gettext("Took over as %(owner)s (fields keep landing).") % {"owner": owner}
         return gettext("Took over as %(owner)s.") % {"owner": owner}
@@ -451,11 +451,11 @@ class ConversationAdmin(admin.ModelAdmin):
             raise handoff.HandoffError(gettext("unknown silence form %(mode)s") % {"mode": mode})
         if not reason:
             raise handoff.HandoffError(gettext("a silence needs a reason"))
-        handoff.silence(obj.pk, reason, mode=mode)
+        handoff.silence(obj.pk, reason, mode=mode, by=request.user)
         return gettext("Silenced: %(reason)s (%(mode)s).") % {"reason": reason, "mode": SILENCE_MODES[mode]}
 
     def _give_back(self, request: HttpRequest, obj: Conversation) -> str:
-        handoff.give_back(obj.pk)
+        handoff.give_back(obj.pk, by=request.user)
         return gettext("Gave the conversation back to the assistant.")
 
     def _reply(self, request: HttpRequest, obj: Conversation) -> str:
