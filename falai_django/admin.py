@@ -35,10 +35,11 @@ from django.utils.html import format_html
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from . import handoff, host
+from . import desk, handoff, host
+from .admin_desk import DeskAdminMixin, retry_send_note
 from .engine.errors import InvalidSessionError
 from .engine.jstime import try_parse_iso
-from .models import Conversation, History, TurnRecord, Wake
+from .models import Assignment, Conversation, DeskEntry, History, ReadMarker, SavedReply, TurnRecord, Wake
 
 HANDOFF_CODENAME = "handoff_conversation"  # declared in Conversation.Meta.permissions
 REPLY_CODENAME = "reply_conversation"
@@ -283,7 +284,7 @@ def wakes_of(conversation_id: str, session: Any) -> tuple[list[dict[str, Any]], 
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
     change_form_template = "admin/falai_django/conversation/change_form.html"
     list_display = (
         "id",
@@ -376,6 +377,10 @@ class ConversationAdmin(admin.ModelAdmin):
                 "handoff_at": _time(handoff_state.get("at")) if handoff_state else None,
                 "transcript": transcript,
                 "transcript_total": transcript_total,
+                # the same messages with the handoff markers and notes, as the desk shows them
+                "timeline": desk.transcript(obj.pk)[0],
+                "retry_url": self.operation_url(obj.pk, "retry-send"),
+                "desk_url": self.desk_url("_conversation", obj.pk),
                 "data": [(name, _compact(value)) for name, value in session.data.items()] if session else [],
                 "runs": runs_of(session) if session else [],
                 "outcomes": outcomes_timeline(obj.pk),
@@ -399,7 +404,7 @@ class ConversationAdmin(admin.ModelAdmin):
                 name=f"{self.opts.app_label}_{self.opts.model_name}_handoff",
             )
         ]
-        return own + super().get_urls()  # before the catch-all "<path:object_id>/" redirect
+        return self.desk_urls() + own + super().get_urls()  # before the catch-all "<path:object_id>/" redirect
 
     def operation_url(self, pk: str, operation: str) -> str:
         return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_handoff", args=[quote(pk), operation],
@@ -429,7 +434,7 @@ class ConversationAdmin(admin.ModelAdmin):
         except InvalidSessionError as exc:
             self.message_user(request, gettext("Nothing was changed: this conversation's session blob is invalid "
                                                "(%(error)s).") % {"error": exc}, messages.ERROR)
-        except (handoff.HandoffError, ValueError, host.UnknownConversationError) as exc:
+        except (handoff.HandoffError, ValueError, host.UnknownConversationError) as exc:  # DeskError is one
             self.message_user(request, gettext("Nothing was changed: %(error)s.") % {"error": exc}, messages.ERROR)
         else:
             self.log_change(request, obj, note)
@@ -467,6 +472,9 @@ class ConversationAdmin(admin.ModelAdmin):
             self.message_user(request, gettext("The agent registers no outbound event, so the engine was not told "
                                                "of this reply: silence timers were not re-armed."), messages.WARNING)
         return gettext("Replied as %(author)s: %(text)s") % {"author": request.user.get_username(), "text": text}
+
+    def _retry_send(self, request: HttpRequest, obj: Conversation) -> str:
+        return retry_send_note(obj.pk, request.POST.get("item", ""))
 
     def _fire_wake(self, request: HttpRequest, obj: Conversation) -> str:
         key = request.POST.get("key", "")
@@ -550,4 +558,41 @@ OPERATIONS: dict[str, tuple[Callable[..., bool], Callable[..., str], str]] = {
     "reply": (ConversationAdmin.has_reply_permission, ConversationAdmin._reply, "transcript"),
     "fire-wake": (ConversationAdmin.has_handoff_permission, ConversationAdmin._fire_wake, "wakes"),
     "requeue-wakes": (ConversationAdmin.has_handoff_permission, ConversationAdmin._requeue, "wakes"),
+    "retry-send": (ConversationAdmin.has_reply_permission, ConversationAdmin._retry_send, "transcript"),
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# The desk's models: saved replies are the team's to edit; the rest is shown read-only
+# ---------------------------------------------------------------------------------------------
+
+
+@admin.register(SavedReply)
+class SavedReplyAdmin(admin.ModelAdmin):
+    list_display = ("title", "text")
+    search_fields = ("title", "text")
+
+
+class _ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(DeskEntry)
+class DeskEntryAdmin(_ReadOnlyAdmin):
+    list_display = ("conversation", "kind", "author_name", "text", "at")
+    list_filter = ("kind",)
+    search_fields = ("conversation__id", "text")
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(_ReadOnlyAdmin):
+    list_display = ("conversation", "assignee", "assigned_at")
+
+
+@admin.register(ReadMarker)
+class ReadMarkerAdmin(_ReadOnlyAdmin):
+    list_display = ("user", "conversation", "last_read_id")

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from .models import Assignment, DeskEntry
+from .models import Assignment, DeskEntry, History
 
 
 def user_named(username: str | None) -> Any:
@@ -28,8 +28,9 @@ def display_name(user: Any) -> str:
 
 
 def mark(session_id: str, kind: str, *, by: Any = None, text: str = "", author_name: str = "") -> DeskEntry:
-    """One marker (or note) line in the conversation's transcript."""
-    return DeskEntry.objects.create(conversation_id=session_id, kind=kind, author=by,
+    """One marker (or note) line in the conversation's transcript, after its newest item."""
+    newest = History.objects.filter(conversation_id=session_id).order_by("-id").values_list("id", flat=True).first()
+    return DeskEntry.objects.create(conversation_id=session_id, kind=kind, author=by, after_item=newest or 0,
                                     author_name=(author_name or display_name(by))[:255], text=text)
 
 

@@ -315,6 +315,9 @@ class DeskEntry(models.Model):
     author_name = models.CharField(_("author name"), max_length=255, blank=True, default="")
     text = models.TextField(_("text"), blank=True, default="")
     at = models.DateTimeField(_("time"), db_default=Now())
+    # The newest transcript item when this was written: where it goes in the transcript (the
+    # messages' own times follow the agent's clock or the channel's, not this server's).
+    after_item = models.BigIntegerField(_("after transcript item"), default=0)
 
     class Meta:
         db_table = "falai_desk_entry"

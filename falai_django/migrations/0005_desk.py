@@ -49,6 +49,7 @@ class Migration(migrations.Migration):
                 ('author_name', models.CharField(blank=True, default='', max_length=255, verbose_name='author name')),
                 ('text', models.TextField(blank=True, default='', verbose_name='text')),
                 ('at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), verbose_name='time')),
+                ('after_item', models.BigIntegerField(default=0, verbose_name='after transcript item')),
                 ('author', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL, verbose_name='author')),
                 ('conversation', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='desk_entries', to='falai_django.session', verbose_name='conversation')),
             ],
