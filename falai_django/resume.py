@@ -7,14 +7,14 @@ ends at the next one; a wake or an event can do the same in every mode. Nothing 
 the rest: the flow's trigger is claimed, so after the give-back the next message gets the
 catch-all reply.
 
-`unsilence` clears the handoff and, for every run that ended with a `silenced` line carrying the
-handoff's reason while it was in force, starts its flow again by hand (`turn(start=...)`) with a
-key derived from the handoff and the run: known fields are skipped (`already-known`) and the
-next missing one is asked at once. A replayed give-back mints the same keys, so a start the
-engine already took is refused as `already-claimed` and nothing is asked twice. The starts are
-written to the durable inbox in the same transaction as the give-back, so a crash between the
-two leaves them for the retry sweep, not lost. Runs started by a silence trigger are not
-resumed: their premise (the customer went quiet) is stale by then.
+`unsilence` clears the handoff and, for every run that ended with a `silenced` line while the
+handoff was in force (since it began, through changes of owner or form), starts its flow again
+by hand (`turn(start=...)`) with a key derived from the handoff and the run: known fields are
+skipped (`already-known`) and the next missing one is asked at once. A replayed give-back mints
+the same keys, so a start the engine already took is refused as `already-claimed` and nothing
+is asked twice. The starts are written to the durable inbox in the same transaction as the
+give-back, so a crash between the two leaves them for the retry sweep, not lost. Runs started
+by a silence trigger are not resumed: their premise (the customer went quiet) is stale by then.
 """
 
 from __future__ import annotations
@@ -36,25 +36,25 @@ RESUME_PREFIX = "resume"
 
 def resumable_runs(session_id: str, handoff: dict[str, Any]) -> list[dict[str, Any]]:
     """The ended runs (their run-log entries) the handoff silenced, oldest first, one per flow."""
-    since = try_parse_iso(handoff.get("at")) if isinstance(handoff.get("at"), str) else None
+    began = handoff.get("since") or handoff.get("at")
+    since = try_parse_iso(began) if isinstance(began, str) else None
     records = TurnRecord.objects.filter(conversation_id=session_id).order_by("id").only("ended", "received_at")
     if since is not None:  # a second of slack: the marker's time and the database's clock
         records = records.filter(received_at__gte=since - timedelta(seconds=1))
-    reason = handoff.get("reason")
     found: dict[str, dict[str, Any]] = {}
     for record in records:
         for run in record.ended or []:
             trigger = run.get("trigger") or {}
             if trigger.get("kind") == "silence" or run.get("flowId") in found:
                 continue
-            if any(line.get("code") == "silenced" and line.get("detail") == reason
-                   for line in run.get("outcomes") or []):
+            # any reason: the owner (and so the reason) may have changed during the handoff
+            if any(line.get("code") == "silenced" for line in run.get("outcomes") or []):
                 found[run["flowId"]] = run
     return list(found.values())
 
 
 def resume_key(handoff: dict[str, Any], run: dict[str, Any]) -> str:
-    return f"{RESUME_PREFIX}:{handoff.get('at', '')}:{run['id']}"
+    return f"{RESUME_PREFIX}:{handoff.get('since') or handoff.get('at', '')}:{run['id']}"
 
 
 def unsilence(session_id: str, *, by: Any = None, note: str = "", agent: Any = None) -> Any:

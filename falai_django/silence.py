@@ -86,13 +86,25 @@ def silence(session_id: str, reason: str, *, owner: str | None = None, mode: str
     if owner:
         handoff["owner"] = owner
     with transaction.atomic():
-        saved = _update_metadata(session_id, lambda metadata: metadata.__setitem__(HANDOFF_KEY, handoff))
+        saved = _update_metadata(session_id, lambda metadata: metadata.__setitem__(
+            HANDOFF_KEY, _continued(metadata.get(HANDOFF_KEY), handoff)))
         owner_user = deskstate.user_named(owner)
         if owner_user is not None:
             deskstate.set_assignee(session_id, owner_user)
         kind = "take_over" if owner else "silence"
-        deskstate.mark(session_id, kind, by=by or owner_user, author_name=owner or "", text=f"{reason} · {mode}")
+        said = mode if owner and owner in reason else f"{reason} · {mode}"  # not "alice · human: alice · stop"
+        # a take-over is marked with who owns it now (an assignment adds who assigned it)
+        author = (owner_user or by) if owner else by
+        deskstate.mark(session_id, kind, by=author, author_name=owner or "", text=said)
     return saved
+
+
+def _continued(current: Any, handoff: dict[str, Any]) -> dict[str, Any]:
+    """A new owner or form for a handoff already in force keeps when it began (`since`): the
+    give-back resumes what was silenced during the whole of it."""
+    if isinstance(current, dict) and current.get("reason"):
+        return {**handoff, "since": current.get("since") or current.get("at")}
+    return handoff
 
 
 def unsilence(session_id: str, *, by: Any = None, note: str = "") -> Any:

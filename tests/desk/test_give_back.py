@@ -159,3 +159,19 @@ def test_give_back_without_a_silenced_run_starts_nothing(run_on_commit):
 
     assert TurnRecord.objects.filter(conversation_id=SID).count() == before
     assert Conversation.objects.get(pk=SID).asking_step == "quem"
+
+
+def test_a_change_of_owner_during_the_handoff_still_resumes(run_on_commit):
+    from falai_django import handoff
+
+    run_on_commit(host.handle, SID, {"message": "oi", "id": "m1"})
+    handoff.take_over(SID, "maria", understand=True)
+    run_on_commit(host.handle, SID, {"message": "João", "id": "m2"})
+    run_on_commit(host.handle, SID, {"message": "Acme", "id": "m3"})  # the triage ends silenced here
+    first = Conversation.objects.get(pk=SID).blob["metadata"]["handoff"]
+    handoff.take_over(SID, "pedro", understand=True)  # reassigned: a new reason, the same handoff
+    assert Conversation.objects.get(pk=SID).blob["metadata"]["handoff"]["since"] == first["at"]
+
+    run_on_commit(host.unsilence, SID)
+
+    assert sent_texts(SID)[-1].startswith(f"[offline] {ASK_SIZE}")
