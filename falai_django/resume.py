@@ -57,8 +57,9 @@ def resume_key(handoff: dict[str, Any], run: dict[str, Any]) -> str:
     return f"{RESUME_PREFIX}:{handoff.get('since') or handoff.get('at', '')}:{run['id']}"
 
 
-def unsilence(session_id: str, *, by: Any = None, note: str = "", agent: Any = None) -> Any:
-    """Give the conversation back and resume the runs its handoff silenced; the saved session.
+def give_back(session_id: str, *, by: Any = None, note: str = "", agent: Any = None) -> tuple[Any, list[HostResult]]:
+    """Give the conversation back and resume the runs its handoff silenced: the saved session and
+    the resumed starts' results (what they said is in their `result.messages`).
 
     `UnknownConversationError` for an unknown id. Without a handoff in force this is
     `silence.unsilence` alone.
@@ -74,7 +75,12 @@ def unsilence(session_id: str, *, by: Any = None, note: str = "", agent: Any = N
             if run.get("input") is not None:
                 start["input"] = run["input"]
             records.append(inbox.receive(session_id, {"start": start}, agent=agent))
-    results: list[HostResult] = [loop.process(record, agent=agent) for record in records]
+    results = [loop.process(record, agent=agent) for record in records]
     if any(result.changed for result in results):
-        return DjangoStore().load(session_id) or saved
-    return saved
+        saved = DjangoStore().load(session_id) or saved
+    return saved, results
+
+
+def unsilence(session_id: str, *, by: Any = None, note: str = "", agent: Any = None) -> Any:
+    """`host.unsilence`: give back (see `give_back`) and return the saved session."""
+    return give_back(session_id, by=by, note=note, agent=agent)[0]

@@ -175,3 +175,30 @@ def test_a_change_of_owner_during_the_handoff_still_resumes(run_on_commit):
     run_on_commit(host.unsilence, SID)
 
     assert sent_texts(SID)[-1].startswith(f"[offline] {ASK_SIZE}")
+
+
+def chat(*lines: str) -> str:
+    """`manage.py falai_chat` on this conversation, fed `lines`; what it printed."""
+    import sys
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out, stdin = StringIO(), sys.stdin
+    sys.stdin = StringIO("".join(f"{line}\n" for line in [*lines, "/quit"]))
+    try:
+        call_command("falai_chat", "--session", SID, "--no-stream", stdout=out)
+    finally:
+        sys.stdin = stdin
+    return out.getvalue()
+
+
+def test_the_terminal_chat_prints_what_the_give_back_resumed(run_on_commit):
+    # stop mode and an asking run: nothing was silenced, so nothing is resumed
+    assert "(the agent has the conversation again)\nyou> /quit" in chat("oi", "/silence humano", "/unsilence")
+
+    host.silence(SID, "humano", mode="understand")
+    run_on_commit(host.handle, SID, {"message": "João", "id": "m2"})
+    run_on_commit(host.handle, SID, {"message": "Acme", "id": "m3"})
+
+    assert f"Ana> [offline] {ASK_SIZE}" in chat("/unsilence")
