@@ -25,7 +25,7 @@ from django.utils import timezone
 from . import deskstate, handoff, resume
 from .enqueue import hand_over_sends
 from .models import Conversation, DeskEntry, History, ReadMarker
-from .silence import handoff_of
+from .silence import handoff_of, silence
 
 WAITING, MINE, OPEN = "waiting", "mine", "open"
 QUEUES = (WAITING, MINE, OPEN)
@@ -125,12 +125,13 @@ def assign(session_id: str, assignee: Any, *, by: Any, understand: bool | None =
     _exists(session_id)
     if assignee is None or not agents().filter(pk=assignee.pk).exists():
         raise DeskError("a conversation can only be assigned to active staff with the handoff permission")
-    session = handoff.load_session(session_id)
-    current = handoff_of(session)
+    current = handoff_of(handoff.load_session(session_id))
+    owner = assignee.get_username()
     with transaction.atomic():
-        if current and current.get("mode") and understand is None:
-            understand = current["mode"] == "understand"
-        handoff.take_over(session_id, assignee.get_username(), understand=understand, by=by)
+        if current and understand is None:  # a new owner keeps the form in force (stop, skip, understand)
+            silence(session_id, handoff.human_reason(owner), owner=owner, mode=current.get("mode") or "stop", by=by)
+        else:
+            handoff.take_over(session_id, owner, understand=understand, by=by)
         deskstate.set_assignee(session_id, assignee)
         if by is not None and by.pk != assignee.pk:
             deskstate.mark(session_id, DeskEntry.Kind.ASSIGN, by=by, text=assignee.get_username())
@@ -176,15 +177,6 @@ def retry_send(session_id: str, item_id: int) -> History:
 
 # -- the transcript, with its markers -------------------------------------------------------------
 
-MARKER_LABELS = {
-    DeskEntry.Kind.TAKE_OVER: "taken over",
-    DeskEntry.Kind.GIVE_BACK: "given back to the assistant",
-    DeskEntry.Kind.SILENCE: "silenced",
-    DeskEntry.Kind.ASSIGN: "assigned",
-    DeskEntry.Kind.NOTE: "note",
-    DeskEntry.Kind.RESOLVE: "resolved",
-}
-
 
 def transcript(session_id: str, limit: int = TRANSCRIPT_LIMIT) -> tuple[list[dict[str, Any]], int]:
     """The last `limit` messages with the markers and notes of the same span, oldest first; and
@@ -221,7 +213,7 @@ def transcript(session_id: str, limit: int = TRANSCRIPT_LIMIT) -> tuple[list[dic
     for entry in entries.select_related("author"):
         items.append({
             "type": "note" if entry.kind == DeskEntry.Kind.NOTE else "marker", "id": entry.pk, "kind": entry.kind,
-            "label": gettext(MARKER_LABELS.get(entry.kind, entry.kind)),
+            "label": entry.get_kind_display(),
             "author": entry.author.get_username() if entry.author_id else entry.author_name,
             "text": entry.text, "at": entry.at, "sort": (entry.after_item, 1, entry.pk),
         })

@@ -179,3 +179,27 @@ def test_host_silence_with_an_unknown_owner_keeps_the_name_and_assigns_nobody(ru
     assert not Assignment.objects.filter(conversation_id=SID).exists()
     entry = DeskEntry.objects.get(conversation_id=SID)
     assert (entry.kind, entry.author_id, entry.author_name) == ("take_over", None, "maria")
+
+
+def test_assigning_keeps_the_form_of_the_handoff_in_force(alice, bruno, run_on_commit):
+    run_on_commit(customer, "oi", 1)
+    host.silence(SID, "janela de 24h fechada", mode="skip")
+
+    desk.assign(SID, bruno, by=alice)
+
+    handoff = Conversation.objects.get(pk=SID).blob["metadata"]["handoff"]
+    assert (handoff["owner"], handoff["mode"], handoff["reason"]) == ("bruno", "skip", "human: bruno")
+
+
+def test_the_desk_in_brazilian_portuguese(alice, run_on_commit):
+    run_on_commit(customer, "oi", 1)
+    host.silence(SID, "human: alice", owner="alice")
+    client = client_for(alice)
+
+    queues = client.get(DESK, headers={"accept-language": "pt-br"}).content.decode()
+    page = client.get(desk_url(SID), headers={"accept-language": "pt-br"}).content.decode()
+
+    for label in ("Aguardando um humano", "Minhas", "Todas em aberto", "Central de atendimento"):
+        assert label in queues, label
+    for label in ("Assumida por alice", "Responder ao cliente como alice", "Nota interna", "Resolver", "Assumida"):
+        assert label in page, label
