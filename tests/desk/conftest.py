@@ -18,7 +18,9 @@ def ana(settings, monkeypatch):
 
     from falai_django import conf
 
-    settings.FALAI = {"AGENT": "demo.support.current_agent", "SENDER": "demo.support.record_send"}
+    # "queue": sends go through django-q2 (in-line here) on any database, PostgreSQL too
+    settings.FALAI = {"AGENT": "demo.support.current_agent", "SENDER": "demo.support.record_send",
+                      "SEND_HANDOFF": "queue"}
     settings.LANGUAGE_CODE = "en"
     monkeypatch.setattr(Conf, "SYNC", True)  # django-q2 reads Q_CLUSTER once, at import
     conf.clear_cache()
