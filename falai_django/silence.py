@@ -111,7 +111,8 @@ def unsilence(session_id: str, *, by: Any = None, note: str = "") -> Any:
     """Give the conversation back to the agent (`UnknownConversationError` for an unknown id).
 
     This is the state change alone; `host.unsilence` (`resume.unsilence`) also resumes the runs
-    the handoff silenced. A give-back marker goes in the transcript when a handoff was in force.
+    the handoff silenced. When a handoff was in force, a give-back marker goes in the transcript
+    and the conversation is unassigned on the desk.
     """
     was: dict[str, Any] = {}
 
@@ -121,6 +122,7 @@ def unsilence(session_id: str, *, by: Any = None, note: str = "") -> Any:
 
     with transaction.atomic():
         saved = _update_metadata(session_id, clear)
-        if was:
+        if was:  # back with the assistant: nobody on the desk owns it any more
+            deskstate.set_assignee(session_id, None)
             deskstate.mark(session_id, "give_back", by=by, text=note)
     return saved

@@ -203,3 +203,14 @@ def test_the_desk_in_brazilian_portuguese(alice, run_on_commit):
         assert label in queues, label
     for label in ("Assumida por alice", "Responder ao cliente como alice", "Nota interna", "Resolver", "Assumida"):
         assert label in page, label
+
+
+def test_a_plain_give_back_unassigns(alice, run_on_commit):
+    run_on_commit(customer, "oi", 1)
+    desk.claim(SID, alice)
+    assert queue_ids(alice, desk.MINE) == [SID]
+
+    run_on_commit(client_for(alice).post, admin_operation_url(SID, "give-back"))
+
+    assert queue_ids(alice, desk.MINE) == [] and queue_ids(alice, desk.OPEN) == []
+    assert DeskEntry.objects.filter(conversation_id=SID).latest("id").kind == "give_back"

@@ -163,3 +163,31 @@ def test_two_staff_users_on_the_desk(live_server, browser):
     assert "Nothing in this queue." in alice.locator("#desk-rows").inner_text()
     for name in ("desk-queue.png", "desk-conversation.png", "desk-read-only.png"):
         assert (ARTIFACTS / name).stat().st_size > 10_000
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_send_is_readable_and_retried_from_the_desk(live_server, browser):
+    from falai_django import host
+
+    make_user("alice", *AGENT_PERMS)
+    host.handle(SID, {"message": "oi", "id": "wamid.1"})
+    item = History.objects.get(conversation_id=SID, role="assistant")
+    History.objects.filter(pk=item.pk).update(send_status="failed", send_attempts=8,
+                                              send_error="ChannelError: the 24-hour window is closed")
+    host.handle(SID, {"message": "alô?", "id": "wamid.2"})  # newer than the failed one
+    alice = logged_in(browser, live_server, "alice")
+
+    alice.goto(f"{live_server.url}/admin/falai_django/conversation/desk/{SID}/")
+    error = alice.locator(f'.falai-msg[data-item="{item.pk}"] .falai-send-error')
+    assert "Not sent: ChannelError: the 24-hour window is closed" in error.inner_text()
+    assert error.is_visible()
+    # opened at the newest message: the last one is in view
+    assert alice.locator(".falai-msg").last.is_visible()
+    alice.screenshot(path=str(ARTIFACTS / "desk-failed-send.png"), full_page=True)
+
+    error.locator("input[type=submit]").click()
+    alice.wait_for_selector(".messagelist")
+    assert f"Message {item.pk} is queued to be sent again." in alice.locator(".messagelist").inner_text()
+    item.refresh_from_db()
+    assert (item.send_status, item.send_error) == ("sent", "")
+    assert alice.locator(f'.falai-msg[data-item="{item.pk}"] .falai-send-error').count() == 0
