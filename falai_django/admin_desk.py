@@ -40,10 +40,11 @@ from django.urls import path, reverse
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from . import desk, handoff
+from . import desk, deskstate, handoff
 from .engine.errors import InvalidSessionError
-from .models import SavedReply
+from .models import Conversation, SavedReply
 from .silence import UnknownConversationError, handoff_of
+from .stores.django import read_blob
 
 QUEUE_LABELS = {
     desk.WAITING: _("Waiting for a human"),
@@ -153,15 +154,12 @@ class DeskAdminMixin:
         return obj
 
     def _state(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
-        from .models import Conversation
-        from .stores.django import read_blob
-
         blob = Conversation.objects.filter(pk=obj.pk).values_list("blob", flat=True).first()
         try:
             session, invalid = read_blob(blob, obj.pk), ""
         except InvalidSessionError as exc:
             session, invalid = None, str(exc)
-        assignee = desk.deskstate.assignee_of(obj.pk)
+        assignee = deskstate.assignee_of(obj.pk)
         return {"handoff": handoff_of(session), "invalid": invalid, "assignee": assignee,
                 "assignee_name": assignee.get_username() if assignee else "",
                 "mine": assignee is not None and assignee.pk == request.user.pk}
