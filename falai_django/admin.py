@@ -35,15 +35,15 @@ from django.utils.html import format_html
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from . import handoff, host
+from . import desk, handoff, host
+from .admin_desk import DeskAdminMixin, retry_send_note
 from .engine.errors import InvalidSessionError
 from .engine.jstime import try_parse_iso
 from .listing import STATUS_FILTERS, STATUS_LABELS, conversation_status
-from .models import Conversation, History, TurnRecord, Wake
+from .models import Assignment, Conversation, DeskEntry, ReadMarker, SavedReply, TurnRecord, Wake
 
 HANDOFF_CODENAME = "handoff_conversation"  # declared in Conversation.Meta.permissions
 REPLY_CODENAME = "reply_conversation"
-TRANSCRIPT_LIMIT = 200  # the page shows the most recent items
 TIMELINE_TURNS = 100  # run-log rows read for the outcomes timeline
 
 
@@ -134,42 +134,6 @@ def _pretty(value: Any) -> str:
 
 def _compact(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-
-def transcript_of(conversation_id: str, limit: int = TRANSCRIPT_LIMIT) -> tuple[list[dict[str, Any]], int]:
-    """The most recent `limit` items, oldest first, as chat bubbles; and the total count."""
-    rows = list(History.objects.filter(conversation_id=conversation_id).order_by("-id")[:limit])
-    rows.reverse()
-    total = len(rows)
-    if total == limit:
-        total = History.objects.filter(conversation_id=conversation_id).count()
-    bubbles = []
-    for row in rows:
-        if row.role == History.Role.USER:
-            who, label, author = "customer", _("customer"), ""
-        elif row.kind == handoff.HUMAN_KIND:
-            author = (row.message_key or "").removeprefix(f"{handoff.HUMAN_KIND}:")
-            who, label = "human", _("human agent")
-        elif row.role == History.Role.ASSISTANT:
-            who, label, author = "assistant", _("assistant"), ""
-        else:
-            who, label, author = "system", _("system"), ""
-        bubbles.append({
-            "who": who,
-            "label": label,
-            "author": author,
-            "text": row.content,
-            "at": row.sent_at or row.at,
-            "send_status": row.send_status or "",
-            "send_status_label": row.get_send_status_display() if row.send_status else "",
-            "send_error": row.send_error,
-            # the channel's report after the send (WhatsApp statuses), and why it failed, shown in full
-            "delivery": row.delivery_status or "",
-            "delivery_label": row.get_delivery_status_display() if row.delivery_status else "",
-            "failure": row.send_error if "failed" in (row.send_status, row.delivery_status) else "",
-            "step": f"{row.run_id or ''} · {row.step_id}" if row.step_id else "",
-        })
-    return bubbles, total
 
 
 def runs_of(session: Any) -> list[dict[str, Any]]:
@@ -268,7 +232,7 @@ def wakes_of(conversation_id: str, session: Any) -> tuple[list[dict[str, Any]], 
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
     change_form_template = "admin/falai_django/conversation/change_form.html"
     list_display = (
         "id",
@@ -349,7 +313,8 @@ class ConversationAdmin(admin.ModelAdmin):
             invalid = ""
         except InvalidSessionError as exc:
             session, invalid = None, str(exc)
-        transcript, transcript_total = transcript_of(obj.pk)
+        # the messages with the handoff markers and notes, as the desk shows them
+        timeline, transcript_total = desk.transcript(obj.pk)
         wakes, wakes_problem = wakes_of(obj.pk, session)
         handoff_state = host.handoff_of(session)
         return {
@@ -359,8 +324,11 @@ class ConversationAdmin(admin.ModelAdmin):
                 "invalid": invalid,
                 "handoff": handoff_state,
                 "handoff_at": _time(handoff_state.get("at")) if handoff_state else None,
-                "transcript": transcript,
+                "timeline": timeline,
+                "transcript_shown": sum(1 for item in timeline if item["type"] == "message"),
                 "transcript_total": transcript_total,
+                "retry_url": self.operation_url(obj.pk, "retry-send"),
+                "desk_url": self.desk_url("_conversation", obj.pk),
                 "data": [(name, _compact(value)) for name, value in session.data.items()] if session else [],
                 "runs": runs_of(session) if session else [],
                 "outcomes": outcomes_timeline(obj.pk),
@@ -384,7 +352,7 @@ class ConversationAdmin(admin.ModelAdmin):
                 name=f"{self.opts.app_label}_{self.opts.model_name}_handoff",
             )
         ]
-        return own + super().get_urls()  # before the catch-all "<path:object_id>/" redirect
+        return self.desk_urls() + own + super().get_urls()  # before the catch-all "<path:object_id>/" redirect
 
     def operation_url(self, pk: str, operation: str) -> str:
         return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_handoff", args=[quote(pk), operation],
@@ -414,7 +382,7 @@ class ConversationAdmin(admin.ModelAdmin):
         except InvalidSessionError as exc:
             self.message_user(request, gettext("Nothing was changed: this conversation's session blob is invalid "
                                                "(%(error)s).") % {"error": exc}, messages.ERROR)
-        except (handoff.HandoffError, ValueError, host.UnknownConversationError) as exc:
+        except (handoff.HandoffError, ValueError, host.UnknownConversationError) as exc:  # DeskError is one
             self.message_user(request, gettext("Nothing was changed: %(error)s.") % {"error": exc}, messages.ERROR)
         else:
             self.log_change(request, obj, note)
@@ -424,7 +392,7 @@ class ConversationAdmin(admin.ModelAdmin):
     def _take_over(self, request: HttpRequest, obj: Conversation) -> str:
         owner = request.user.get_username()
         understand = request.POST.get("understand") == "on"
-        handoff.take_over(obj.pk, owner, understand=understand)
+        handoff.take_over(obj.pk, owner, understand=understand, by=request.user)
         if understand:
             return gettext("Took over as %(owner)s (fields keep landing).") % {"owner": owner}
         return gettext("Took over as %(owner)s.") % {"owner": owner}
@@ -436,11 +404,11 @@ class ConversationAdmin(admin.ModelAdmin):
             raise handoff.HandoffError(gettext("unknown silence form %(mode)s") % {"mode": mode})
         if not reason:
             raise handoff.HandoffError(gettext("a silence needs a reason"))
-        handoff.silence(obj.pk, reason, mode=mode)
+        handoff.silence(obj.pk, reason, mode=mode, by=request.user)
         return gettext("Silenced: %(reason)s (%(mode)s).") % {"reason": reason, "mode": SILENCE_MODES[mode]}
 
     def _give_back(self, request: HttpRequest, obj: Conversation) -> str:
-        handoff.give_back(obj.pk)
+        handoff.give_back(obj.pk, by=request.user)
         return gettext("Gave the conversation back to the assistant.")
 
     def _reply(self, request: HttpRequest, obj: Conversation) -> str:
@@ -452,6 +420,9 @@ class ConversationAdmin(admin.ModelAdmin):
             self.message_user(request, gettext("The agent registers no outbound event, so the engine was not told "
                                                "of this reply: silence timers were not re-armed."), messages.WARNING)
         return gettext("Replied as %(author)s: %(text)s") % {"author": request.user.get_username(), "text": text}
+
+    def _retry_send(self, request: HttpRequest, obj: Conversation) -> str:
+        return retry_send_note(obj.pk, request.POST.get("item", ""))
 
     def _fire_wake(self, request: HttpRequest, obj: Conversation) -> str:
         key = request.POST.get("key", "")
@@ -535,4 +506,41 @@ OPERATIONS: dict[str, tuple[Callable[..., bool], Callable[..., str], str]] = {
     "reply": (ConversationAdmin.has_reply_permission, ConversationAdmin._reply, "transcript"),
     "fire-wake": (ConversationAdmin.has_handoff_permission, ConversationAdmin._fire_wake, "wakes"),
     "requeue-wakes": (ConversationAdmin.has_handoff_permission, ConversationAdmin._requeue, "wakes"),
+    "retry-send": (ConversationAdmin.has_reply_permission, ConversationAdmin._retry_send, "transcript"),
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# The desk's models: saved replies are the team's to edit; the rest is shown read-only
+# ---------------------------------------------------------------------------------------------
+
+
+@admin.register(SavedReply)
+class SavedReplyAdmin(admin.ModelAdmin):
+    list_display = ("title", "text")
+    search_fields = ("title", "text")
+
+
+class _ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(DeskEntry)
+class DeskEntryAdmin(_ReadOnlyAdmin):
+    list_display = ("conversation", "kind", "author_name", "text", "at")
+    list_filter = ("kind",)
+    search_fields = ("conversation__id", "text")
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(_ReadOnlyAdmin):
+    list_display = ("conversation", "assignee", "assigned_at")
+
+
+@admin.register(ReadMarker)
+class ReadMarkerAdmin(_ReadOnlyAdmin):
+    list_display = ("user", "conversation", "last_read_id")

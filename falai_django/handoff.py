@@ -14,7 +14,8 @@ understand default on top.
   setting `FALAI["HANDOFF_UNDERSTAND"]` (False); the choice is stored per conversation (the
   handoff's `mode`), so each take-over may choose.
 - `silence(session_id, reason, mode=...)` — pause the assistant with a reason and no owner.
-- `give_back(session_id)` — the assistant answers again from the next input on.
+- `give_back(session_id)` — the assistant answers again, and the runs the handoff silenced are
+  resumed (`falai_django.resume`: their flow starts again, known fields skipped).
 - `reply_as_human(session_id, text, author=...)` — the text goes out through the sender, is
   kept in the transcript as the human's (`role="assistant"`, `kind="human"`,
   `message_key="human:<author>"`), and is fed to the engine as the agent's outbound event
@@ -35,7 +36,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from . import conf, inbox, loop, outbox, requeue
+from . import conf, inbox, loop, outbox, requeue, resume
 from . import silence as handoff_state
 from .enqueue import hand_over_sends
 from .inbox import HostResult
@@ -76,24 +77,24 @@ def load_session(session_id: str) -> Any:
     return session
 
 
-def take_over(session_id: str, owner: str, *, understand: bool | None = None) -> Any:
+def take_over(session_id: str, owner: str, *, understand: bool | None = None, by: Any = None) -> Any:
     """A human owns the conversation: later turns are silenced with `human: <owner>`."""
     if not owner:
         raise HandoffError("a take-over needs the owner's name")
     if understand is None:
         understand = understand_by_default()
     mode = "understand" if understand else "stop"
-    return handoff_state.silence(session_id, human_reason(owner), owner=owner, mode=mode)
+    return handoff_state.silence(session_id, human_reason(owner), owner=owner, mode=mode, by=by)
 
 
-def silence(session_id: str, reason: str, *, mode: str = "stop") -> Any:
+def silence(session_id: str, reason: str, *, mode: str = "stop", by: Any = None) -> Any:
     """Pause the assistant with a reason (no owner). `mode`: stop | skip | understand."""
-    return handoff_state.silence(session_id, reason, mode=mode)
+    return handoff_state.silence(session_id, reason, mode=mode, by=by)
 
 
-def give_back(session_id: str) -> Any:
-    """The assistant answers again from the next input on."""
-    return handoff_state.unsilence(session_id)
+def give_back(session_id: str, *, by: Any = None, note: str = "", agent: Any = None) -> Any:
+    """The assistant answers again, and resumes the runs the handoff silenced (`resume`)."""
+    return resume.unsilence(session_id, by=by, note=note, agent=agent)
 
 
 def outbound_event(agent: Any = None) -> str | None:

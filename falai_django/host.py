@@ -5,7 +5,7 @@
 - `loop`     the turn loop and its hand-off: `handle`, `stream`, `process`
 - `writer`   the one writer of a turn (one transaction; one statement on PostgreSQL)
 - `outbox`   outbox rows (turns and human replies), emission and idempotency keys
-- `silence`  the handoff state: `silence`, `unsilence`, `handoff_of`
+- `silence`  the handoff state: `silence`, `handoff_of`; `resume.unsilence` gives back and resumes
 - `readmodel` what the API and admin show: `session_state`
 - `requeue`  rebuilding wakes: `requeue_wakes`
 
@@ -24,7 +24,8 @@ from .loop import context_for, handle, load_history, load_session_and_history, p
 from .outbox import emission_key, idempotency_key
 from .readmodel import session_state
 from .requeue import requeue_wakes
-from .silence import UnknownConversationError, handoff_of, silence, silenced_for, unsilence
+from .resume import unsilence  # gives back and resumes what the handoff silenced
+from .silence import UnknownConversationError, handoff_of, silence, silenced_for
 
 __all__ = [
     "HANDOFF_MODES", "INPUT_KINDS", "HostResult", "InputError", "TurnInput", "UnknownConversationError",

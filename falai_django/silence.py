@@ -10,7 +10,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from . import conf
+from django.db import transaction
+
+from . import conf, deskstate
 from .engine.errors import SessionConflictError
 from .engine.jstime import to_iso
 from .inputs import HANDOFF_MODES, InputError
@@ -67,7 +69,7 @@ def _update_metadata(session_id: str, change) -> Any:
     raise SessionConflictError(session_id, expected, None)
 
 
-def silence(session_id: str, reason: str, *, owner: str | None = None, mode: str = "stop") -> Any:
+def silence(session_id: str, reason: str, *, owner: str | None = None, mode: str = "stop", by: Any = None) -> Any:
     """Hand the conversation to a human (or pause it): every later input is `silenced`.
 
     The conversation must exist (`UnknownConversationError` otherwise; nothing is created).
@@ -83,9 +85,44 @@ def silence(session_id: str, reason: str, *, owner: str | None = None, mode: str
     handoff = {"reason": reason, "mode": mode, "at": to_iso(datetime.now(UTC))}
     if owner:
         handoff["owner"] = owner
-    return _update_metadata(session_id, lambda metadata: metadata.__setitem__(HANDOFF_KEY, handoff))
+    with transaction.atomic():
+        saved = _update_metadata(session_id, lambda metadata: metadata.__setitem__(
+            HANDOFF_KEY, _continued(metadata.get(HANDOFF_KEY), handoff)))
+        owner_user = deskstate.user_named(owner)
+        if owner_user is not None:
+            deskstate.set_assignee(session_id, owner_user)
+        kind = "take_over" if owner else "silence"
+        said = mode if owner and owner in reason else f"{reason} · {mode}"  # not "alice · human: alice · stop"
+        # a take-over is marked with who owns it now (an assignment adds who assigned it)
+        author = (owner_user or by) if owner else by
+        deskstate.mark(session_id, kind, by=author, author_name=owner or "", text=said)
+    return saved
 
 
-def unsilence(session_id: str) -> Any:
-    """Give the conversation back to the agent (`UnknownConversationError` for an unknown id)."""
-    return _update_metadata(session_id, lambda metadata: metadata.pop(HANDOFF_KEY, None))
+def _continued(current: Any, handoff: dict[str, Any]) -> dict[str, Any]:
+    """A new owner or form for a handoff already in force keeps when it began (`since`): the
+    give-back resumes what was silenced during the whole of it."""
+    if isinstance(current, dict) and current.get("reason"):
+        return {**handoff, "since": current.get("since") or current.get("at")}
+    return handoff
+
+
+def unsilence(session_id: str, *, by: Any = None, note: str = "") -> Any:
+    """Give the conversation back to the agent (`UnknownConversationError` for an unknown id).
+
+    This is the state change alone; `host.unsilence` (`resume.unsilence`) also resumes the runs
+    the handoff silenced. When a handoff was in force, a give-back marker goes in the transcript
+    and the conversation is unassigned on the desk.
+    """
+    was: dict[str, Any] = {}
+
+    def clear(metadata: dict[str, Any]) -> None:
+        was.clear()
+        was.update(metadata.pop(HANDOFF_KEY, None) or {})
+
+    with transaction.atomic():
+        saved = _update_metadata(session_id, clear)
+        if was:  # back with the assistant: nobody on the desk owns it any more
+            deskstate.set_assignee(session_id, None)
+            deskstate.mark(session_id, "give_back", by=by, text=note)
+    return saved

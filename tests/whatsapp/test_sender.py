@@ -75,7 +75,7 @@ def test_a_failed_row_is_shown_with_its_reason_in_the_admin(graph):
     client = Client()
     client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
     html = client.get(f"/admin/falai_django/conversation/{WA_ID}/change/").content.decode()
-    assert 'class="falai-failure"' in html
+    assert 'class="falai-send-error"' in html  # the transcript's "Not sent: <reason>" line
     assert "131047 Re-engagement message" in html
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import conf, display, host, playground
+from ... import conf, display, host, playground, resume
 
 HELP = """Commands:
   /wake [key]          fire the next pending wake now (or the one named)
@@ -125,17 +125,19 @@ class Command(BaseCommand):
             self.handoff(host.silence, rest)
             self.stdout.write(f"(silenced: {rest}; /unsilence gives the conversation back)")
         elif command == "unsilence":
-            self.handoff(host.unsilence)
+            _, resumed = self.handoff(resume.give_back)
             self.stdout.write("(the agent has the conversation again)")
+            for result in resumed:  # the flows the handoff silenced, started again
+                self.report(result, streamed=False)
         elif command == "state":
             self.show_state()
         else:
             raise CommandError(f"unknown command /{command}; try /help")
         return True
 
-    def handoff(self, operation, *args: Any) -> None:
+    def handoff(self, operation, *args: Any) -> Any:
         try:
-            operation(self.session_id, *args)
+            return operation(self.session_id, *args)
         except host.UnknownConversationError:
             raise CommandError("no conversation yet: say something first") from None
 
