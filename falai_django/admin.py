@@ -551,3 +551,5 @@ OPERATIONS: dict[str, tuple[Callable[..., bool], Callable[..., str], str]] = {
     "fire-wake": (ConversationAdmin.has_handoff_permission, ConversationAdmin._fire_wake, "wakes"),
     "requeue-wakes": (ConversationAdmin.has_handoff_permission, ConversationAdmin._requeue, "wakes"),
 }
+
+from . import admin_flows  # noqa: E402, F401 - the flows admin (issue 16) registers itself

@@ -4,7 +4,7 @@ from django.urls import include, path
 from rest_framework.renderers import JSONOpenAPIRenderer
 from rest_framework.schemas import get_schema_view
 
-from .api import views
+from .api import flows, views
 from .api.auth import CanDriveConversations
 
 app_name = "falai"
@@ -18,6 +18,8 @@ urlpatterns = [
     path("sessions/<str:session_id>/starts", views.StartView.as_view(), name="start"),
     path("sessions/<str:session_id>/silence", views.SilenceView.as_view(), name="silence"),
     path("sessions/<str:session_id>/unsilence", views.UnsilenceView.as_view(), name="unsilence"),
+    path("flows/<slug:flow_id>", flows.FlowView.as_view(), name="flow"),
+    path("flows/<slug:flow_id>/funnel", flows.FunnelView.as_view(), name="flow-funnel"),
     path("playground/", include("falai_django.playground")),
     path(
         "schema",
