@@ -9,7 +9,7 @@ hit `max-asks`, and how they ended, plus the median time spent on each step:
   else the live run in the saved session): runs asked at least once, and asks in all;
 - **ended**: `completed` (reason end, flow or reset), `failed` (reason failed), `abandoned`
   (skipped or replaced, or still live with nothing written for `ABANDONED_AFTER`), `silenced`
-  (still live and its last line was silenced: a human has the conversation), `in_progress`
+  (still live in a conversation a human has now, or its last line was silenced), `in_progress`
   (still live, recently active);
 - **time on a step**: from the run's first line on it to its first line on the next step.
 
@@ -68,7 +68,7 @@ def flow_funnel(flow_id: str, since: date, until: date, *, spec: Any = None,
             for run in ended or ():
                 if isinstance(run, Mapping) and run.get("id") in runs:
                     runs[run["id"]]["ended"] = run
-    live = _live_runs({rid: r["conversation"] for rid, r in runs.items() if r["ended"] is None})
+    live, silenced = _live_runs({rid: r["conversation"] for rid, r in runs.items() if r["ended"] is None})
 
     reached: dict[str, set[str]] = defaultdict(set)
     max_asks: dict[str, set[str]] = defaultdict(set)
@@ -89,7 +89,7 @@ def flow_funnel(flow_id: str, since: date, until: date, *, spec: Any = None,
             if isinstance(count, int) and count > 0:
                 asked_runs[field] += 1
                 asked_total[field] += count
-        endings[_ending(run["ended"], lines, now)] += 1
+        endings[_ending(run["ended"], lines, now, run["conversation"] in silenced)] += 1
 
     order = _steps_of(spec)
     order += sorted(s for s in reached if s not in order)
@@ -115,15 +115,20 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
         yield items[i:i + size]
 
 
-def _live_runs(conversation_of: Mapping[str, str]) -> dict[str, Mapping[str, Any]]:
-    """The runs still in their saved sessions (run id -> the run's JSON)."""
+def _live_runs(conversation_of: Mapping[str, str]) -> tuple[dict[str, Mapping[str, Any]], set[str]]:
+    """The runs still in their saved sessions (run id -> the run's JSON), and the conversations
+    silenced now (a human has them)."""
     out: dict[str, Mapping[str, Any]] = {}
+    silenced: set[str] = set()
     for chunk in _chunks(sorted(set(conversation_of.values())), 500):
-        for blob in Session.objects.filter(pk__in=chunk).values_list("blob", flat=True).iterator():
+        rows = Session.objects.filter(pk__in=chunk).values_list("id", "blob", "silenced_reason")
+        for session_id, blob, reason in rows.iterator():
+            if reason:
+                silenced.add(session_id)
             for run in (blob or {}).get("runs") or () if isinstance(blob, Mapping) else ():
                 if isinstance(run, Mapping) and run.get("id") in conversation_of:
                     out[run["id"]] = run
-    return out
+    return out, silenced
 
 
 def _step_times(lines: list[Mapping[str, Any]], durations: dict[str, list[float]]) -> None:
@@ -138,11 +143,12 @@ def _step_times(lines: list[Mapping[str, Any]], durations: dict[str, list[float]
         current, entered = step, at
 
 
-def _ending(ended: Mapping[str, Any] | None, lines: list[Mapping[str, Any]], now: datetime) -> str:
+def _ending(ended: Mapping[str, Any] | None, lines: list[Mapping[str, Any]], now: datetime,
+            silenced: bool) -> str:
     if ended is not None:
         return _REASONS.get(str(ended.get("reason")), "abandoned")
     last = lines[-1] if lines else None
-    if last is not None and (last.get("code") == "silenced" or last.get("status") == "silenced"):
+    if silenced or (last is not None and last.get("code") == "silenced"):
         return "silenced"
     at = try_parse_iso(last.get("at")) if last is not None else None
     if at is None or now - at >= ABANDONED_AFTER:

@@ -35,9 +35,10 @@ def notify(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"ok": True}
 
 
-def build() -> Any:
+def build(clock: Any = None) -> Any:
     return f.agent(
         name="Ana",
+        clock=clock,
         provider=OfflineProvider(language="en"),
         flows=[f.flow(TRIAGEM)],
         actions={"notify": f.action(parameters={"message": {"type": "string"}}, run=notify)},
@@ -53,12 +54,15 @@ _current: dict[str, Any] = {}
 def current_agent() -> Any:
     """What `FALAI["AGENT"]` points at: one agent per test (see `reset`)."""
     if "agent" not in _current:
-        _current["agent"] = build()
+        _current["agent"] = build(_current.get("clock"))
     return _current["agent"]
 
 
-def reset() -> Any:
+def reset(clock: Any = None) -> Any:
+    """A fresh agent (on `clock`, a `fake_clock`, when given)."""
     _current.clear()
+    if clock is not None:
+        _current["clock"] = clock
     return current_agent()
 
 
