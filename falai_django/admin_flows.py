@@ -33,10 +33,21 @@ from .engine.spec import flow_spec_schema
 from .models import Flow, FlowVersion
 
 SPEC_TEMPLATE = {"id": "", "name": "", "on": [{"message": []}], "steps": []}
+ENDING_LABELS = {"completed": _("completed"), "silenced": _("silenced"), "failed": _("failed"),
+                 "abandoned": _("abandoned"), "in_progress": _("in progress")}
+
+
+class PrettyJSONField(forms.JSONField):
+    """The spec indented, so people can read and edit it."""
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 class FlowForm(forms.ModelForm):
-    spec = forms.JSONField(
+    spec = PrettyJSONField(
         label=_("spec"), initial=SPEC_TEMPLATE,
         widget=forms.Textarea(attrs={"rows": 28, "cols": 100, "class": "falai-spec", "spellcheck": "false"}),
         help_text=_("The FlowSpec as JSON. Checked against the agent's fields, actions, events, conditions, "
@@ -51,6 +62,12 @@ class FlowForm(forms.ModelForm):
 
 def _svg(spec: Any) -> str:
     return mark_safe(flowchart.flow_svg(spec))  # noqa: S308 - every text in it is escaped
+
+
+def _diff_class(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "head"
+    return {"+": "add", "-": "del", "@": "at"}.get(line[:1], "")
 
 
 def _who(version: FlowVersion) -> str:
@@ -129,9 +146,8 @@ class FlowAdmin(admin.ModelAdmin):
         after = json.dumps(flow.spec, indent=2, ensure_ascii=False, sort_keys=True).splitlines()
         lines = list(difflib.unified_diff(before, after, f"version {version}", f"version {flow.version} (current)",
                                           lineterm="", n=3))
-        diff = format_html_join("\n", '<span class="{}">{}</span>', (
-            ("add" if ln.startswith("+") else "del" if ln.startswith("-") else "at" if ln.startswith("@@") else "",
-             ln) for ln in lines))
+        diff = format_html_join("", '<span class="{}">{}</span>', (
+            (_diff_class(ln), ln) for ln in lines))
         context = {
             **self.admin_site.each_context(request), "opts": self.model._meta, "title": str(old), "flow": flow,
             "old": old, "who": _who(old), "diff": diff, "same": not lines, "picture": _svg(old.spec),
@@ -190,6 +206,7 @@ class FlowAdmin(admin.ModelAdmin):
             "since": since.isoformat(), "until": until.isoformat(),
             "change_url": reverse("admin:falai_django_flow_change", args=[quote(flow.pk)]),
             "rows": funnel.report_rows(report),
+            "endings": [(key, ENDING_LABELS[key], report["ended"][key]) for key in funnel.ENDINGS],
         }
         return TemplateResponse(request, "admin/falai_django/flow/funnel.html", context)
 
