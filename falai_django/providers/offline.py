@@ -386,7 +386,8 @@ class OfflineProvider(BaseProvider):
         ] or [{"id": "conversa", "kind": "prompt", "prompt": " ".join(description.split())}]
         steps.append({"id": "fim", "kind": "say", "say": self._t("draft_thanks")})
         return {"id": flow_id, "name": " ".join(description.split())[:60] or flow_id,
-                "description": " ".join(description.split()), "on": [{"message": head[:2]}], "steps": steps}
+                "description": " ".join(description.split()),
+                "on": [{"message": [" ".join(description.split()[:5])]}], "steps": steps}
 
     # -- understand ------------------------------------------------------------------------
     def understand(self, input: GenerateInput) -> dict[str, Any]:

@@ -78,3 +78,16 @@ def test_one_bad_file_imports_nothing_and_says_why(tmp_path):
 def test_import_of_a_missing_directory_is_an_error(tmp_path):
     with pytest.raises(CommandError, match="not a directory"):
         run("import", str(tmp_path / "nope"))
+
+
+@pytest.mark.parametrize(("extra", "ids"), [
+    ({}, []),
+    ({"FLOWS_DB": "yes"}, ["falai_django.E161"]),
+    ({"FLOWS_RELOAD_S": -1}, ["falai_django.E162"]),
+    ({"FLOWS_RELOAD_S": "2"}, ["falai_django.E162"]),
+])
+def test_the_flow_settings_are_checked(settings, extra, ids):
+    from falai_django.checks import check_flows_settings
+
+    settings.FALAI = {**settings.FALAI, **extra}
+    assert [p.id for p in check_flows_settings()] == ids
