@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models.functions import Now
@@ -321,7 +323,7 @@ class Flow(models.Model):
         except FlowConfigurationError as exc:
             raise ValidationError({"spec": str(exc)}) from exc
 
-    def save(self, *args, changed_by=None, note: str = "", **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+    def save(self, *args: Any, changed_by: Any = None, note: str = "", **kwargs: Any) -> None:
         """Check the spec (a bad one raises `ValidationError` and nothing is saved), bump the
         version and keep it as a `FlowVersion` by `changed_by`, in one transaction."""
         from django.db import transaction
@@ -340,7 +342,7 @@ class Flow(models.Model):
             transaction.on_commit(dbflows.invalidate)
         dbflows.invalidate()
 
-    def revert_to(self, version: int, changed_by=None) -> FlowVersion:  # noqa: ANN001
+    def revert_to(self, version: int, changed_by: Any = None) -> FlowVersion:
         """Make `version`'s name and spec current again, as a new version (enabled and position
         stay as they are). Raises `FlowVersion.DoesNotExist`, or `ValidationError` when that spec
         no longer validates against today's agent."""

@@ -122,3 +122,21 @@ def test_the_funnel_page_shows_the_chart_and_refuses_bad_dates_kindly(client):
     assert "None" not in body.split('id="content"')[1]
     bad = client.get("/admin/falai_django/flow/boas_vindas/funnel/?since=yesterday")
     assert bad.status_code == 200 and any("YYYY-MM-DD" in m for m in messages_of(bad))
+
+
+def test_a_viewer_sees_but_cannot_revert_or_write_drafts(db):
+    from django.contrib.auth.models import Permission, User
+
+    viewer = User.objects.create_user("vera", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_flow"))
+    Flow(id="boas_vindas", spec=spec()).save()
+    flow = Flow.objects.get()
+    flow.spec = {**spec(), "name": "changed"}
+    flow.save()
+    c = Client()
+    c.force_login(viewer)
+    page = c.get("/admin/falai_django/flow/boas_vindas/versions/1/")
+    assert page.status_code == 200 and b'id="falai-revert"' not in page.content
+    assert c.post("/admin/falai_django/flow/boas_vindas/versions/1/revert/").status_code == 403
+    assert c.get("/admin/falai_django/flow/draft/").status_code == 403
+    assert Flow.objects.get().version == 2

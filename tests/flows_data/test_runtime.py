@@ -145,3 +145,22 @@ def test_flows_db_off_runs_the_code_agent_alone(settings):
     settings.FALAI = {**settings.FALAI, "FLOWS_DB": False}
     assert [f.id for f in conf.get_agent().flows] == ["triagem"]
 
+
+
+def test_with_flows_is_a_checked_copy_sharing_everything_but_the_flows():
+    from falai_django.engine.errors import FlowConfigurationError
+    from falai_django.engine.index import agent_index
+
+    code = agents.current_agent()
+    agent_index(code)  # the code agent's turn index, built once
+    merged = code.with_flows([*code.flows, spec("extra")])
+    assert [f.id for f in code.flows] == ["triagem"]  # the code agent is untouched
+    assert [f.id for f in merged.flows] == ["triagem", "extra"] and merged.flow("extra") is not None
+    assert agent_index(merged).by_id.keys() == {"triagem", "extra"}
+    assert merged.provider is code.provider and merged.clock is code.clock and merged.idle is code.idle
+    bad = spec("ruim")
+    bad["steps"][0]["collect"] = ["idade"]
+    with pytest.raises(FlowConfigurationError, match='flow "ruim", step "empresa": unknown field "idade"'):
+        code.with_flows([*code.flows, bad])
+    with pytest.raises(FlowConfigurationError, match="declared twice"):
+        code.with_flows([*code.flows, *code.flows])
