@@ -78,6 +78,7 @@ def _who(version: FlowVersion) -> str:
 @admin.register(Flow)
 class FlowAdmin(admin.ModelAdmin):
     form = FlowForm
+    fields = ["id", "name", "enabled", "position", "spec", "note"]
     change_form_template = "admin/falai_django/flow/change_form.html"
     list_display = ["id", "name", "enabled", "position", "version", "updated_at", "changed_by"]
     list_filter = ["enabled"]

@@ -140,9 +140,10 @@ def test_create_fix_enable_follow_edit_and_revert_in_a_browser(live_server, brow
 
     assert eventually(follows)
 
-    # 4. Edit the step a conversation sits on ("tchau" is next after "quem"): it continues by step id.
+    # 4. Edit the step a conversation sits on ("quem") and the one after it: it continues by step id.
     assert customer(base, token, "c3", "hi", 1) == ["[offline] Ask for the person's name."]
     edited = json.loads(json.dumps(fixed))
+    edited["steps"][0]["prompt"] = "Greet the person warmly."
     edited["steps"][1]["say"] = "Edited mid-conversation, {{data.nome}}."
     set_spec(page, edited)
     page.fill("#id_note", "new goodbye")
@@ -156,13 +157,15 @@ def test_create_fix_enable_follow_edit_and_revert_in_a_browser(live_server, brow
     page.click("#falai-versions tr[data-version='2'] a")
     page.wait_for_selector("#falai-diff")
     added = page.locator("#falai-diff .add").all_inner_texts()
-    assert added == ['+      "say": "Edited mid-conversation, {{data.nome}}."']
+    assert '+      "prompt": "Greet the person warmly."' in added
+    assert added[-1] == '+      "say": "Edited mid-conversation, {{data.nome}}."'
+    assert page.locator("#falai-diff .del").all_inner_texts()[-1] == '-      "say": "Admin flow: thanks, {{data.nome}}!"'
     shot(page, "version")
     page.click("#falai-revert input[type=submit]")
     page.wait_for_selector(".messagelist")
     assert "Reverted to version 2: it is now version 4." in page.locator(".messagelist").inner_text()
     flow = Flow.objects.get()
-    assert flow.version == 4 and flow.spec["steps"][1]["say"] == "Admin flow: thanks, {{data.nome}}!"
+    assert flow.version == 4 and flow.spec == fixed
     customer(base, token, "c4", "hi", 1)
     assert customer(base, token, "c4", "Duda", 2) == ["Admin flow: thanks, Duda!"]
 
