@@ -186,7 +186,7 @@ class FlowAdmin(admin.ModelAdmin):
             raise PermissionDenied
         try:
             spec = json.loads(request.body or b"null")
-        except ValueError:
+        except (ValueError, RecursionError):
             return HttpResponse(gettext("The spec is not valid JSON."), status=400, content_type="text/plain")
         return HttpResponse(flowchart.flow_svg(spec), content_type="image/svg+xml")
 
