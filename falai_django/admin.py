@@ -544,3 +544,6 @@ class AssignmentAdmin(_ReadOnlyAdmin):
 @admin.register(ReadMarker)
 class ReadMarkerAdmin(_ReadOnlyAdmin):
     list_display = ("user", "conversation", "last_read_id")
+
+
+from . import admin_flows  # noqa: E402, F401 - the flows admin (issue 16) registers itself

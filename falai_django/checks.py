@@ -185,3 +185,24 @@ def check_api_docs_apps(app_configs=None, **kwargs) -> list:
             id="falai_django.W010",
         )
     ]
+
+
+@register(Tags.compatibility)
+def check_flows_settings(app_configs=None, **kwargs) -> list:
+    """Flows as data (issue 16): `FLOWS_DB` a boolean, `FLOWS_RELOAD_S` a number of seconds >= 0."""
+    configured = getattr(settings, "FALAI", None)
+    if not isinstance(configured, dict):
+        return []  # check_falai_settings reports it
+    problems: list = []
+    if "FLOWS_DB" in configured and not isinstance(configured["FLOWS_DB"], bool):
+        problems.append(Error(
+            f'FALAI["FLOWS_DB"] = {configured["FLOWS_DB"]!r} is not True or False.',
+            hint="True runs the enabled Flow rows beside the code agent's flows; False runs the code agent alone.",
+            id="falai_django.E161"))
+    reload_s = configured.get("FLOWS_RELOAD_S", DEFAULTS["FLOWS_RELOAD_S"])
+    if isinstance(reload_s, bool) or not isinstance(reload_s, (int, float)) or reload_s < 0:
+        problems.append(Error(
+            f'FALAI["FLOWS_RELOAD_S"] = {reload_s!r} is not a number of seconds of 0 or more.',
+            hint="How often, at most, each process looks for a new version of the stored flows (e.g. 2.0).",
+            id="falai_django.E162"))
+    return problems

@@ -67,6 +67,12 @@ DEFAULTS: dict[str, Any] = {
     "HUMAN_REPLY_EVENT": None,
     # The built-in WhatsApp Cloud API channel (README "Going live on WhatsApp"); None = off.
     "WHATSAPP": None,
+
+
+    # Flows as data (issue 16): run the enabled `Flow` rows beside the code agent's flows, and
+    # look for a new version at most once every FLOWS_RELOAD_S seconds per process.
+    "FLOWS_DB": True,
+    "FLOWS_RELOAD_S": 2.0,
 }
 
 
@@ -111,6 +117,17 @@ def resolve(value: Any) -> Any:
 
 
 def get_agent() -> Any:
+    """The running agent: the code agent (`get_code_agent`) plus the enabled database flows
+    (`dbflows.running_agent`; off with `FLOWS_DB = False`)."""
+    agent = get_code_agent()
+    if not get("FLOWS_DB"):
+        return agent
+    from .dbflows import running_agent
+
+    return running_agent(agent, reload_s=float(get("FLOWS_RELOAD_S")))
+
+
+def get_code_agent() -> Any:
     """The configured agent. `AGENT` may name an Agent or a zero-argument callable returning one."""
     value = get("AGENT")
     if value is None:

@@ -2,7 +2,7 @@
 
 from django.urls import include, path
 
-from .api import schema, views
+from .api import flows, schema, views
 from .api.auth import CanDriveConversations
 from .channels.whatsapp.webhook import webhook as whatsapp_webhook
 
@@ -18,6 +18,8 @@ urlpatterns = [
     path("sessions/<str:session_id>/starts", views.StartView.as_view(), name="start"),
     path("sessions/<str:session_id>/silence", views.SilenceView.as_view(), name="silence"),
     path("sessions/<str:session_id>/unsilence", views.UnsilenceView.as_view(), name="unsilence"),
+    path("flows/<slug:flow_id>", flows.FlowView.as_view(), name="flow"),
+    path("flows/<slug:flow_id>/funnel", flows.FunnelView.as_view(), name="flow-funnel"),
     path("playground/", include("falai_django.playground")),
     path("whatsapp/webhook", whatsapp_webhook, name="whatsapp-webhook"),
     path("schema", schema.SchemaView.as_view(permission_classes=[CanDriveConversations],

@@ -30,6 +30,7 @@ of the same names in `engine/turn.py`, called as `fn(agent, **kwargs)`.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 from collections.abc import Callable, Mapping
@@ -359,6 +360,20 @@ class Agent:
             self.tools_by_id.setdefault(tool.id, tool)  # first handler wins, as upstream
 
         raw_flows = list(flows.values()) if isinstance(flows, Mapping) else list(flows or ())
+        self._set_flows(raw_flows)
+        registries = self.registries
+
+        self.idle: Idle = self._build_idle(idle)
+        self.instructions: tuple[Instruction, ...] = instructions_from(
+            [canonical_keys(i) for i in (instructions or ())]
+        )
+        for ins in self.instructions:
+            check_predicate(ins.if_, registries, "agent", f"instructions[{ins.index}].if")
+        for ins in self.idle.instructions:
+            check_predicate(ins.if_, registries, "idle", f"instructions[{ins.index}].if")
+
+    def _set_flows(self, raw_flows: list[Any]) -> None:
+        """Validate `raw_flows` against this agent's registries and keep them (in this order)."""
         flow_ids = [{"id": f.id if isinstance(f, Flow) else (f.get("id") if isinstance(f, Mapping) else None)}
                     for f in raw_flows]
         registries = {
@@ -383,14 +398,14 @@ class Agent:
         self.flows: tuple[Flow, ...] = tuple(built)
         self.flows_by_id: dict[str, Flow] = {f.id: f for f in built}
 
-        self.idle: Idle = self._build_idle(idle)
-        self.instructions: tuple[Instruction, ...] = instructions_from(
-            [canonical_keys(i) for i in (instructions or ())]
-        )
-        for ins in self.instructions:
-            check_predicate(ins.if_, registries, "agent", f"instructions[{ins.index}].if")
-        for ins in self.idle.instructions:
-            check_predicate(ins.if_, registries, "idle", f"instructions[{ins.index}].if")
+    def with_flows(self, flows: Any) -> Agent:
+        """A new agent sharing everything with this one (provider, registries, clock, idle,
+        instructions) but whose flows are `flows`, checked as the constructor checks them.
+        The host uses it to run database flows beside the code ones."""
+        clone = copy.copy(self)
+        clone.__dict__.pop("_falai_turn_index", None)  # the turn index is per flow set
+        clone._set_flows(list(flows.values()) if isinstance(flows, Mapping) else list(flows or ()))
+        return clone
 
     def _build_idle(self, idle: Any) -> Idle:
         if idle is None:

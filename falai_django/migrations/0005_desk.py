@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('falai_django', '0003_lean_indexes'),
+        ('falai_django', '0004_whatsapp'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -76,6 +76,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 _TEXT = {
     "en": {
+        "draft_thanks": "Thank you! Someone from the team follows up from here.",
         "noted": "Noted: {pairs}.",
         "options": "Options: {options}.",
         "yes_no": "(yes / no)",
@@ -88,6 +89,7 @@ _TEXT = {
         "no": "no",
     },
     "pt": {
+        "draft_thanks": "Obrigada! Alguém do time continua daqui.",
         "noted": "Anotado: {pairs}.",
         "options": "Opções: {options}.",
         "yes_no": "(sim / não)",
@@ -278,6 +280,25 @@ def text_values(text: str, count: int) -> list[str]:
     return [value] if value else []
 
 
+def _collectable_fields(schema: Any) -> list[str]:
+    """The field slugs a FlowSpec schema lets a collect step name (its `collect` items' enum)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop(0)
+        if isinstance(node, Mapping):
+            collect = node.get("properties", {}).get("collect") if isinstance(node.get("properties"), Mapping) else None
+            if isinstance(collect, Mapping):
+                for option in ([collect], collect.get("anyOf") or []):
+                    for item in option if isinstance(option, list) else [option]:
+                        enum = (item.get("items") or {}).get("enum") if isinstance(item, Mapping) else None
+                        if enum:
+                            return [str(e) for e in enum]
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return []
+
+
 def phrase_matches(text: str, phrase: str) -> bool:
     """Most of the phrase's content words (crudely stemmed) appear in the text."""
     targets = [w for w in words(phrase) if len(w) >= 3]
@@ -344,7 +365,29 @@ class OfflineProvider(BaseProvider):
         if name == "speak":
             envelope = self.speak(input)
             return envelope, envelope["message"]
+        if name == "flow_spec":
+            envelope = self.flow_spec(input)
+            return envelope, json.dumps(envelope, ensure_ascii=False)
         return None, self.summary(input)
+
+    # -- a flow written from a description (falai_django.drafts) ----------------------------
+    def flow_spec(self, input: GenerateInput) -> dict[str, Any]:
+        """A deterministic draft: a flow named after the description, one collect step for each
+        field the description names (by slug or by a word of its ask), else one prompt step
+        with the description as its guideline, then a thank-you."""
+        description = section(input.prompt or "", "The flow to write") or input.prompt or ""
+        said = set(words(description))
+        fields = _collectable_fields(input.parameters.json_schema or {})
+        named = [slug for slug in fields if slug in said or set(words(slug.replace("_", " "))) & said]
+        head = [w for w in words(description) if len(w) > 2][:4]
+        flow_id = "-".join(head) or "rascunho"
+        steps: list[dict[str, Any]] = [
+            {"id": f"pede_{slug}", "kind": "collect", "collect": [slug]} for slug in named
+        ] or [{"id": "conversa", "kind": "prompt", "prompt": " ".join(description.split())}]
+        steps.append({"id": "fim", "kind": "say", "say": self._t("draft_thanks")})
+        return {"id": flow_id, "name": " ".join(description.split())[:60] or flow_id,
+                "description": " ".join(description.split()),
+                "on": [{"message": [" ".join(description.split()[:5])]}], "steps": steps}
 
     # -- understand ------------------------------------------------------------------------
     def understand(self, input: GenerateInput) -> dict[str, Any]:
