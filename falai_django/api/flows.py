@@ -17,8 +17,8 @@ from typing import Any
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.utils import extend_schema
-from rest_framework import permissions
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import permissions, serializers
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
@@ -44,7 +44,16 @@ def _flow_json(flow: Flow) -> dict[str, Any]:
             "updated_by": flow.updated_by.get_username() if flow.updated_by_id else None}
 
 
-@extend_schema(tags=["flows"], responses=answers(
+_FLOW_BODY = inline_serializer("FlowInput", {
+    "spec": serializers.JSONField(help_text="The FlowSpec; its `id` is the flow's id."),
+    "name": serializers.CharField(required=False),
+    "enabled": serializers.BooleanField(required=False),
+    "position": serializers.IntegerField(required=False),
+    "note": serializers.CharField(required=False, help_text="Kept with the saved version."),
+})
+
+
+@extend_schema(tags=["flows"], request=_FLOW_BODY, responses=answers(
     {200: (dict, "The stored flow (after a PUT: the version just saved, and `warnings`).")},
     errors={404: "No stored flow with this id (GET)."}))
 class FlowView(FalaiView):

@@ -70,7 +70,9 @@ def test_the_list_endpoint_and_its_filters_are_in_the_schema(api):
 
 def test_only_this_apps_endpoints_are_described(api):
     paths = set(_schema(api)["paths"])
-    assert all(p.startswith("/falai/sessions") for p in paths), paths  # not the schema itself, docs, admin
+    # the conversations and the stored flows; not the schema itself, the docs page or the admin
+    assert all(p.startswith(("/falai/sessions", "/falai/flows/")) for p in paths), paths
+    assert "/falai/flows/{flow_id}" in paths and "/falai/flows/{flow_id}/funnel" in paths
 
 
 def test_the_docs_page_uses_local_assets_and_the_same_permission(api, django_user_model):
