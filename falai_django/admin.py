@@ -325,7 +325,7 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
                 "handoff": handoff_state,
                 "handoff_at": _time(handoff_state.get("at")) if handoff_state else None,
                 "timeline": timeline,
-                "transcript_shown": sum(1 for item in timeline if item["type"] == "message"),
+                "transcript": [item for item in timeline if item["type"] == "message"],
                 "transcript_total": transcript_total,
                 "retry_url": self.operation_url(obj.pk, "retry-send"),
                 "desk_url": self.desk_url("_conversation", obj.pk),

@@ -218,6 +218,16 @@ def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tu
     return out
 
 
+def _as_session(session_id: str, call: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """`call(...)` with `channels.CURRENT_SESSION` set to this conversation (what channel actions
+    that write to the outbox read), cleared again when it returns."""
+    entered = channels.enter_session(session_id)
+    try:
+        return call(*args, **kwargs)
+    finally:
+        channels.leave_session(entered)
+
+
 def context_for(session_id: str, session: Any, turn_input: dict[str, Any], given: Any = UNSET) -> Any:
     if given is not UNSET and not channels.is_channel_context(given):
         return given
@@ -268,19 +278,18 @@ def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_
                 silenced = channels.silenced_by_channel(record.kind, session, agent)
             kwargs = _turn_kwargs(record, session, history, context_for(session_id, session, stored["turn"], context),
                                   silenced)
-            entered = channels.enter_session(session_id)
-            try:
-                if streaming:
-                    result = None
-                    for chunk in agent.turn_stream(**kwargs):
-                        if chunk.get("done"):
-                            result = chunk["result"]
-                        elif chunk.get("delta"):
-                            yield {"delta": chunk["delta"]}
-                else:
-                    result = agent.turn(**kwargs)
-            finally:
-                channels.leave_session(entered)
+            if streaming:
+                # The conversation is marked only while the engine runs, never across a yield: a
+                # stream its reader abandons must not leave it set for whatever runs next.
+                result = None
+                chunks = agent.turn_stream(**kwargs)
+                while (chunk := _as_session(session_id, next, chunks, None)) is not None:
+                    if chunk.get("done"):
+                        result = chunk["result"]
+                    elif chunk.get("delta"):
+                        yield {"delta": chunk["delta"]}
+            else:
+                result = _as_session(session_id, agent.turn, **kwargs)
         except ProviderError as exc:
             yield {"done": True, "host": inbox.park(record, exc, replays)}
             return

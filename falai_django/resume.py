@@ -64,10 +64,11 @@ def give_back(session_id: str, *, by: Any = None, note: str = "", agent: Any = N
     `UnknownConversationError` for an unknown id. Without a handoff in force this is
     `silence.unsilence` alone.
     """
-    session = DjangoStore().load(session_id)
+    store = DjangoStore()
+    session = store.load(session_id)
     handoff = handoff_state.handoff_of(session)
     runs = resumable_runs(session_id, handoff) if handoff else []
-    with transaction.atomic():
+    with transaction.atomic(using=store.db_alias()):  # the database the session is saved to
         saved = handoff_state.unsilence(session_id, by=by, note=note)
         records = []
         for run in runs:
@@ -77,7 +78,7 @@ def give_back(session_id: str, *, by: Any = None, note: str = "", agent: Any = N
             records.append(inbox.receive(session_id, {"start": start}, agent=agent))
     results = [loop.process(record, agent=agent) for record in records]
     if any(result.changed for result in results):
-        saved = DjangoStore().load(session_id) or saved
+        saved = store.load(session_id) or saved
     return saved, results
 
 

@@ -22,10 +22,7 @@ def enter_session(session_id: str) -> Token:
 
 
 def leave_session(token: Token) -> None:
-    try:
-        CURRENT_SESSION.reset(token)
-    except ValueError:  # a streamed turn resumed in another context: just clear it
-        CURRENT_SESSION.set(None)
+    CURRENT_SESSION.reset(token)
 
 
 def silenced_by_channel(kind: str, session: Any, agent: Any = None) -> Any:

@@ -315,6 +315,18 @@ def test_the_streaming_endpoint_sends_server_sent_events():
     assert texts(senders.sent) == [ASK]
 
 
+def test_a_stream_abandoned_after_its_first_delta_leaves_no_conversation_marked():
+    """Channel actions read which conversation a turn is for (channels.CURRENT_SESSION); it is set
+    only while the engine runs, so a reader that stops mid-stream leaves nothing behind."""
+    from falai_django import channels
+
+    chunks = host.stream("s1", {"message": "oi", "id": "wamid.1"})
+    assert "delta" in next(chunks)
+    assert channels.CURRENT_SESSION.get() is None
+    chunks.close()
+    assert channels.CURRENT_SESSION.get() is None
+
+
 def test_an_event_and_a_start_go_through_the_host():
     client = staff_client()
     response = post(client, url("s1", "starts"), {"flow": "triagem", "key": "camp:1"})
