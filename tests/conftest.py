@@ -114,3 +114,50 @@ def _database_flows_off_outside_their_tests(request, monkeypatch):
     conf.reload()
     yield
     conf.reload()
+
+
+CHROMIUM = Path(os.environ.get("FALAI_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"  # screenshots the browser tests save
+
+
+def _browser_unavailable(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{reason}; CI=true: the browser tests must run, this is a failure, not a skip.")
+    pytest.skip(f"LOUD SKIP: {reason}; this browser test did not run.")
+
+
+@pytest.fixture
+def chromium(monkeypatch):
+    """Debian's Chromium driven by Playwright (headless; `executable_path`, never a download): the
+    Browser. Outside CI a missing browser or Playwright skips loudly; with CI=true it fails."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        _browser_unavailable(f"playwright is not installed ({exc}): pip install -e '.[dev]'")
+    if not os.access(CHROMIUM, os.X_OK):
+        _browser_unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
+    # Playwright's sync API runs an event loop in this thread; Django's ORM calls from the test
+    # body then look "async" to Django's guard.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def new_page(chromium):
+    """`new_page(width=, height=, javascript=)`: a page of `chromium` in a fresh context (English
+    admin, a 15 s default timeout)."""
+
+    def make(*, width: int = 1400, height: int = 1000, javascript: bool = True):
+        context = chromium.new_context(viewport={"width": width, "height": height}, locale="en-US",
+                                       java_script_enabled=javascript)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        return page
+
+    return make

@@ -7,7 +7,6 @@ them the test skips loudly; with CI=true it fails instead.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,7 @@ from project.agents import build_ana
 
 from . import support
 
-CHROMIUM = os.environ.get("FALAI_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run"]
 # Counts every distinct partial text the streaming bubble shows.
 WATCH_STREAM = """
 window.__partials = new Set();
@@ -32,27 +28,9 @@ new MutationObserver(() => {
 """
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason}; CI=true: the browser test must run.")
-    pytest.skip(f"LOUD SKIP: {reason}; the playground browser test did not run.")
-
-
 @pytest.fixture
-def browser_page(monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed (pip install -e '.[dev]')")
-    if not os.access(CHROMIUM, os.X_OK):
-        _unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
-        page.set_default_timeout(15_000)
-        yield page
-        browser.close()
+def browser_page(new_page):
+    return new_page(width=1360, height=900)
 
 
 @pytest.mark.django_db(transaction=True)
