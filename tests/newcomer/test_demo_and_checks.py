@@ -149,8 +149,11 @@ def make_dir(tmp_path):
 
 
 def dry(cwd: Path, target: str) -> str:
-    """`make -n`: what would run, nothing run."""
-    return subprocess.run(["make", "-n", target], cwd=cwd, capture_output=True, text=True, check=True).stdout
+    """`make -n`: what would run, nothing run. Run as a top-level make (under `make test` the
+    inherited MAKELEVEL would add "Entering directory /tmp/pytest-of-…" lines to the output)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    return subprocess.run(["make", "--no-print-directory", "-n", target], cwd=cwd, env=env, capture_output=True,
+                          text=True, check=True).stdout
 
 
 def test_make_run_installs_only_the_runtime_and_make_test_adds_the_dev_extras(make_dir):
