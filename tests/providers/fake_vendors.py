@@ -18,14 +18,11 @@ headers, a connection dropped before or during the body, or a delay.
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
-from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from .fake_http import ScriptedServer
 
 Event = tuple[str | None, Any]  # (SSE event name or None, data: a dict, or raw text)
 
@@ -49,118 +46,29 @@ class Recorded:
     body: dict[str, Any]
 
 
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that timed out or hung up mid-reply is expected here, not news."""
-
-
-class FakeVendor:
+class FakeVendor(ScriptedServer):
     """Start with `FakeVendor()`; point an SDK at `.url("/v1")`; script with `.push(Reply(...))`."""
 
-    def __init__(self, responder: Callable[[Recorded], Reply] | None = None) -> None:
-        self.responder = responder
-        self.replies: deque[Reply] = deque()
-        self.requests: list[Recorded] = []
-        self.first_chunk_at: list[float] = []  # perf_counter() as each stream's marked event is written
-        self._lock = threading.Lock()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                fake._serve(self)
-
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="fake-vendor", daemon=True)
-        self._thread.start()
-
-    def url(self, suffix: str = "") -> str:
-        return self.base_url + suffix
-
-    def push(self, *replies: Reply) -> FakeVendor:
-        with self._lock:
-            self.replies.extend(replies)
-        return self
+    reply_class = Reply
+    thread_name = "fake-vendor"
 
     def stream(self, events: list[Event], **kwargs: Any) -> FakeVendor:
         return self.push(Reply(events=events, **kwargs))
 
-    def error(self, status: int, body: Any, headers: dict[str, str] | None = None) -> FakeVendor:
-        return self.push(Reply(status=status, body=body, headers=headers or {}))
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
     def _serve(self, handler: BaseHTTPRequestHandler) -> None:
-        length = int(handler.headers.get("Content-Length") or 0)
-        raw = handler.rfile.read(length) if length else b""
-        recorded = Recorded(path=handler.path, headers={k.lower(): v for k, v in handler.headers.items()},
-                            body=json.loads(raw) if raw else {})
-        with self._lock:
-            self.requests.append(recorded)
-            scripted = self.replies.popleft() if self.replies else None
-        if scripted is not None:
-            reply = scripted
-        elif self.responder is not None:
-            reply = self.responder(recorded)
-        else:
-            reply = Reply(status=500, body={"error": {"message": "fake vendor: no scripted reply left"}})
-        if reply.delay_s:
-            time.sleep(reply.delay_s)
-        if reply.drop_after == 0:
-            self._drop(handler)
+        recorded = Recorded(path=handler.path, headers=self._headers(handler), body=self._read_body(handler))
+        reply = self._take(handler, recorded, lambda: Reply(
+            status=500, body={"error": {"message": "fake vendor: no scripted reply left"}}))
+        if reply is None:
             return
         if reply.status != 200:
             payload = reply.body.encode() if isinstance(reply.body, str) else json.dumps(reply.body or {}).encode()
-            handler.send_response(reply.status)
-            handler.send_header("Content-Type", "application/json")
-            handler.send_header("Content-Length", str(len(payload)))
-            for key, value in reply.headers.items():
-                handler.send_header(key, value)
-            handler.end_headers()
-            handler.wfile.write(payload)
+            self._send_body(handler, reply.status, payload, "application/json", reply.headers)
             return
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Transfer-Encoding", "chunked")
-        for key, value in reply.headers.items():
-            handler.send_header(key, value)
-        handler.end_headers()
-        handler.wfile.flush()
-        for index, (name, data) in enumerate(reply.events):
-            if reply.drop_after is not None and index >= reply.drop_after:
-                self._drop(handler)
-                return
-            if index and reply.chunk_delay_s:
-                time.sleep(reply.chunk_delay_s)
-            text = data if isinstance(data, str) else json.dumps(data)
-            event = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
-            encoded = event.encode()
-            if index == reply.mark:
-                self.first_chunk_at.append(time.perf_counter())
-            handler.wfile.write(b"%x\r\n%s\r\n" % (len(encoded), encoded))
-            handler.wfile.flush()
-        handler.wfile.write(b"0\r\n\r\n")
-        handler.wfile.flush()
-
-    @staticmethod
-    def _drop(handler: BaseHTTPRequestHandler) -> None:
-        handler.wfile.flush()
-        try:
-            handler.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        handler.close_connection = True
+        events = [((f"event: {name}\n" if name else "")
+                   + f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n").encode()
+                  for name, data in reply.events]
+        self._send_stream(handler, reply, events, mark=reply.mark)
 
 
 def _split(text: str, pieces: int) -> list[str]:
