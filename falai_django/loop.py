@@ -37,7 +37,7 @@ from .inputs import UNSET, TurnInput
 from .models import History, TurnRecord, Wake
 from .sending import send_after_commit
 from .silence import silenced_for
-from .stores.django import DjangoStore, blob_select, read_blob_text
+from .stores.django import DjangoStore, blob_select, bound_cursor, read_blob_text
 from .writer import TurnWrite, write_turn
 
 logger = logging.getLogger("falai_django.host")
@@ -139,24 +139,13 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
         if inbox_row is not None:
             inbox_row.save(force_insert=True, using=store.db_alias())
         return store.load(session_id), load_history(session_id)
-    q = connection.ops.quote_name
-    sessions = q(store.get_model_class()._meta.db_table)
-    transcript = _transcript_sql(connection, "%s")
-    blob = f"(SELECT {blob_select(connection)} FROM {sessions} WHERE {q('id')} = %s)"
+    sql = _load_sql(connection, store.get_model_class()._meta.db_table, inbox=inbox_row is not None)
     if inbox_row is None:
-        sql, params = f"SELECT NULL, {blob}, {transcript}", [session_id, session_id]
+        params = [session_id, session_id]
     else:
-        turns = q(TurnRecord._meta.db_table)
-        sql = (
-            f"WITH t AS (INSERT INTO {turns} ({q('conversation_id')}, {q('kind')}, {q('input_key')}, {q('input')}, "
-            f"{q('status')}, {q('attempts')}, {q('replays')}, {q('error')}, {q('started')}, {q('ended')}, "
-            f"{q('outcomes')}, {q('skipped')}, {q('schedule')}, {q('llm_calls')}) "
-            f"VALUES (%s, %s, %s, %s::jsonb, 'received', 0, 0, '', '[]', '[]', '[]', '[]', '[]', 0) "
-            f"RETURNING {q('id')}) SELECT (SELECT {q('id')} FROM t), {blob}, {transcript}"
-        )
         params = [session_id, inbox_row.kind, inbox_row.input_key, json.dumps(inbox_row.input, ensure_ascii=False),
                   session_id, session_id]
-    with connection.cursor() as cursor:
+    with bound_cursor(connection) as cursor:
         cursor.execute(sql, params)
         turn_id, text, items = cursor.fetchone()
     if inbox_row is not None:
@@ -165,6 +154,34 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
         inbox_row._state.db = store.db_alias()
     session = read_blob_text(text, session_id) if text is not None else None  # a broken row raises: loud
     return session, [{"role": role, "content": content} for role, content in json.loads(items)]
+
+
+_LOAD_SQL: dict[tuple[str, str, bool, int], str] = {}
+
+
+def _load_sql(connection: Any, sessions_table: str, *, inbox: bool) -> str:
+    """Step 1's statement (PostgreSQL), built once per database, table, shape and HISTORY_LIMIT."""
+    key = (connection.alias, sessions_table, inbox, int(conf.get("HISTORY_LIMIT")))
+    sql = _LOAD_SQL.get(key)
+    if sql is None:
+        sql = _LOAD_SQL[key] = _build_load_sql(connection, sessions_table, inbox=inbox)
+    return sql
+
+
+def _build_load_sql(connection: Any, sessions_table: str, *, inbox: bool) -> str:
+    q = connection.ops.quote_name
+    transcript = _transcript_sql(connection, "%s")
+    blob = f"(SELECT {blob_select(connection)} FROM {q(sessions_table)} WHERE {q('id')} = %s)"
+    if not inbox:
+        return f"SELECT NULL, {blob}, {transcript}"
+    turns = q(TurnRecord._meta.db_table)
+    return (
+        f"WITH t AS (INSERT INTO {turns} ({q('conversation_id')}, {q('kind')}, {q('input_key')}, {q('input')}, "
+        f"{q('status')}, {q('attempts')}, {q('replays')}, {q('error')}, {q('started')}, {q('ended')}, "
+        f"{q('outcomes')}, {q('skipped')}, {q('schedule')}, {q('llm_calls')}) "
+        f"VALUES (%s, %s, %s, %s::jsonb, 'received', 0, 0, '', '[]', '[]', '[]', '[]', '[]', 0) "
+        f"RETURNING {q('id')}) SELECT (SELECT {q('id')} FROM t), {blob}, {transcript}"
+    )
 
 
 def _transcript_sql(connection: Any, conversation: str) -> str:
@@ -202,7 +219,7 @@ def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tu
         f"FROM {wakes} w LEFT JOIN {sessions} s ON s.{q('id')} = w.{q('conversation_id')} "
         f"WHERE w.{q('id')} = ANY(%s) AND w.{q('state')} <> 'done' ORDER BY w.{q('at')}, w.{q('id')}"
     )
-    with connection.cursor() as cursor:
+    with bound_cursor(connection) as cursor:
         cursor.execute(sql, [list(wake_ids)])
         found = cursor.fetchall()
     out, seen = [], set()

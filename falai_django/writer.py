@@ -26,7 +26,7 @@ from . import conf, enqueue, outbox
 from .engine.jstime import try_parse_iso
 from .inbox import finish, run_log
 from .models import History, TurnRecord, Wake
-from .stores.django import DjangoStore, conflict, save_statement, stamped
+from .stores.django import DjangoStore, bound_cursor, conflict, save_sql, save_statement, stamped
 
 
 @dataclass
@@ -117,86 +117,130 @@ def _write_postgres(write: TurnWrite, store: DjangoStore, connection: Any, *, no
     record = write.record
     result = write.result
     saved, text = stamped(result.session, write.expected)
-    session_sql, session_params = save_statement(connection, store.get_model_class(), saved, text, write.expected)
-    q = connection.ops.quote_name
-    turns, history, wakes = (q(m._meta.db_table) for m in (TurnRecord, History, Wake))
+    model = store.get_model_class()
+    _, session_params = save_statement(connection, model, saved, text, write.expected)
     log = run_log(result)
     params: list[Any] = list(session_params)
-    ctes = [f"s AS ({session_sql})"]
-
-    # The run log: an UPDATE of the inbox row, or (a wake's first write) an INSERT of it.
-    log_columns = ["status", "finished_at", "next_attempt_at", "error", "version", *log]
-    log_values = ["%s", "CURRENT_TIMESTAMP", "NULL", "''", "%s"] + [
-        "%s::jsonb" if name in _RUN_LOG_JSON else "%s" for name in log]
     log_params: list[Any] = [TurnRecord.Status.DONE.value, saved.version] + [
         (_json(value) if value is not None else None) if name in _RUN_LOG_JSON else value
         for name, value in log.items()]
     if record.pk is not None:
+        params += [*log_params, write.replays, record.pk]
+    else:
+        params += [write.session_id, record.kind, record.input_key, _json(record.input), *log_params,
+                   record.replays + write.replays, record.attempts + 1]
+    rows = _inbound_rows(write, None) + _outbound_rows(write, None)
+    if rows:
+        if record.pk is not None:
+            params.append(record.pk)
+        params.append(_json([{c: row.get(c) for c, _ in _HISTORY_COLUMNS} for row in rows]))
+    schedule = result.schedule
+    new_keys = [entry.key for entry in schedule]
+    if schedule:
+        params += [write.session_id, _json([{"k": e.key, "a": e.at.isoformat()} for e in schedule])]
+    replaced = [e.replaces for e in schedule if e.replaces and e.replaces not in new_keys]
+    if replaced:
+        params += [write.session_id, replaced]
+    fired = record.kind == TurnRecord.Kind.WAKE and record.input_key not in new_keys
+    if fired:
+        params += [write.session_id, record.input_key]
+    if notify:
+        params.append(write.session_id)
+    shape = _Shape(model._meta.db_table, write.expected == 0, record.pk is not None, tuple(log), bool(rows),
+                   bool(schedule), bool(replaced), fired, notify)
+    sql = _turn_sql(connection, shape)
+    # Inside a caller's transaction (a wake chunk) the statement gets a savepoint, so a unique-key
+    # violation undoes this turn alone and the loop can replay it; alone it is its own transaction.
+    with _savepoint_if_nested(connection), bound_cursor(connection) as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+        if row is None:
+            raise conflict(cursor, connection, model, write.session_id, write.expected)
+    if record.pk is None:
+        record.pk = record.id = row[1]
+        record.replays, record.attempts = record.replays + write.replays, record.attempts + 1
+    record.status = TurnRecord.Status.DONE
+    return saved.version
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What decides the text of a turn's statement (the values all travel as parameters)."""
+
+    sessions: str
+    first_save: bool  # version 0: INSERT the session, else the compare-and-swap UPDATE
+    inbox_saved: bool  # the run log UPDATEs the inbox row, else (a wake) INSERTs it
+    log: tuple[str, ...]  # the run-log columns, in `run_log` order
+    history: bool
+    wakes: bool
+    replaced: bool
+    fired: bool
+    notify: bool
+
+
+_TURN_SQL: dict[tuple[str, _Shape], str] = {}
+
+
+def _turn_sql(connection: Any, shape: _Shape) -> str:
+    """The turn's one statement for this shape, built once per database alias and shape: building
+    it quotes some hundred names, which cost more than the engine's own work on a short turn."""
+    key = (connection.alias, shape)
+    sql = _TURN_SQL.get(key)
+    if sql is None:
+        sql = _TURN_SQL[key] = _build_turn_sql(connection, shape)
+    return sql
+
+
+def _build_turn_sql(connection: Any, shape: _Shape) -> str:
+    """The data-modifying CTEs of a turn, each gated on the session's compare-and-swap (`s`).
+    Placeholders come in the order `_write_postgres` lists the parameters."""
+    q = connection.ops.quote_name
+    turns, history, wakes = (q(m._meta.db_table) for m in (TurnRecord, History, Wake))
+    insert_session, update_session = save_sql(connection, shape.sessions)
+    ctes = [f"s AS ({insert_session if shape.first_save else update_session})"]
+
+    # The run log: an UPDATE of the inbox row, or (a wake's first write) an INSERT of it.
+    log_columns = ["status", "finished_at", "next_attempt_at", "error", "version", *shape.log]
+    log_values = ["%s", "CURRENT_TIMESTAMP", "NULL", "''", "%s"] + [
+        "%s::jsonb" if name in _RUN_LOG_JSON else "%s" for name in shape.log]
+    if shape.inbox_saved:
         sets = ", ".join(f"{q(c)} = {v}" for c, v in zip(log_columns, log_values, strict=True))
         ctes.append(
             f"t AS (UPDATE {turns} SET {sets}, {q('replays')} = {q('replays')} + %s, "
             f"{q('attempts')} = {q('attempts')} + 1 WHERE {q('id')} = %s AND {q('status')} <> 'done' "
             f"AND EXISTS (SELECT 1 FROM s) RETURNING {q('id')})")
-        params += [*log_params, write.replays, record.pk]
-        turn_id_sql, turn_id_params = "%s", [record.pk]
+        turn_id_sql = "%s"
     else:
         columns = ["conversation_id", "kind", "input_key", "input", *log_columns, "replays", "attempts"]
         values = ["%s", "%s", "%s", "%s::jsonb", *log_values, "%s", "%s"]
         ctes.append(
             f"t AS (INSERT INTO {turns} ({', '.join(q(c) for c in columns)}) SELECT {', '.join(values)} "
             f"FROM s RETURNING {q('id')})")
-        params += [write.session_id, record.kind, record.input_key, _json(record.input), *log_params,
-                   record.replays + write.replays, record.attempts + 1]
-        turn_id_sql, turn_id_params = f"(SELECT {q('id')} FROM t)", []
-
-    rows = _inbound_rows(write, None) + _outbound_rows(write, None)
-    if rows:
+        turn_id_sql = f"(SELECT {q('id')} FROM t)"
+    if shape.history:
         names = ", ".join(q(c) for c, _ in _HISTORY_COLUMNS)
         typed = ", ".join(f"{q(c)} {t}" for c, t in _HISTORY_COLUMNS)
         picked = ", ".join(f"x.{q(c)}" for c, _ in _HISTORY_COLUMNS)
         ctes.append(
             f"h AS (INSERT INTO {history} ({names}, {q('turn_id')}) SELECT {picked}, {turn_id_sql} "
             f"FROM s, jsonb_to_recordset(%s::jsonb) AS x({typed}) RETURNING 1)")
-        params += [*turn_id_params, _json([{c: row.get(c) for c, _ in _HISTORY_COLUMNS} for row in rows])]
-
-    schedule = result.schedule
-    new_keys = [entry.key for entry in schedule]
-    if schedule:
+    if shape.wakes:
         ctes.append(
             f"w AS (INSERT INTO {wakes} ({q('conversation_id')}, {q('key')}, {q('at')}, {q('state')}, "
             f"{q('attempts')}) SELECT %s, x.k, x.a, 'pending', 0 FROM s, "
             f"jsonb_to_recordset(%s::jsonb) AS x(k text, a timestamptz) "
             f"ON CONFLICT ({q('conversation_id')}, {q('key')}) DO UPDATE SET {q('at')} = EXCLUDED.{q('at')}, "
             f"{q('state')} = 'pending', {q('claimed_at')} = NULL RETURNING 1)")
-        params += [write.session_id, _json([{"k": e.key, "a": e.at.isoformat()} for e in schedule])]
-    replaced = [e.replaces for e in schedule if e.replaces and e.replaces not in new_keys]
-    if replaced:
+    if shape.replaced:
         ctes.append(
             f"wd AS (DELETE FROM {wakes} WHERE {q('conversation_id')} = %s AND {q('key')} = ANY(%s) "
             f"AND EXISTS (SELECT 1 FROM s) RETURNING 1)")
-        params += [write.session_id, replaced]
-    if record.kind == TurnRecord.Kind.WAKE and record.input_key not in new_keys:
+    if shape.fired:
         ctes.append(
             f"wf AS (UPDATE {wakes} SET {q('state')} = 'done', {q('fired_at')} = CURRENT_TIMESTAMP "
             f"WHERE {q('conversation_id')} = %s AND {q('key')} = %s AND EXISTS (SELECT 1 FROM s) RETURNING 1)")
-        params += [write.session_id, record.input_key]
-
-    tail = f", pg_notify('{enqueue.SEND_CHANNEL}', %s)" if notify else ""
-    sql = f"WITH {', '.join(ctes)} SELECT s.{q('version')}, (SELECT {q('id')} FROM t){tail} FROM s"
-    if notify:
-        params.append(write.session_id)
-    # Inside a caller's transaction (a wake chunk) the statement gets a savepoint, so a unique-key
-    # violation undoes this turn alone and the loop can replay it; alone it is its own transaction.
-    with _savepoint_if_nested(connection), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-        if row is None:
-            raise conflict(cursor, connection, store.get_model_class(), write.session_id, write.expected)
-    if record.pk is None:
-        record.pk = record.id = row[1]
-        record.replays, record.attempts = record.replays + write.replays, record.attempts + 1
-    record.status = TurnRecord.Status.DONE
-    return saved.version
+    tail = f", pg_notify('{enqueue.SEND_CHANNEL}', %s)" if shape.notify else ""
+    return f"WITH {', '.join(ctes)} SELECT s.{q('version')}, (SELECT {q('id')} FROM t){tail} FROM s"
 
 
 def _savepoint_if_nested(connection: Any) -> Any:

@@ -69,7 +69,17 @@ def _database_from_url(url: str) -> dict:
         "PASSWORD": unquote(parsed.password or ""),
         "HOST": parsed.hostname or "",
         "PORT": str(parsed.port or ""),
+        # The host's few hot statements are prepared on the server after this many runs on a
+        # connection (Django's default, None, prepares nothing). "none" behind a transaction-
+        # pooling PgBouncer older than 1.21, which cannot keep prepared statements.
+        "OPTIONS": {"prepare_threshold": _prepare_threshold(os.environ.get("DB_PREPARE_THRESHOLD", "5"))},
     }
+
+
+def _prepare_threshold(value: str) -> int | None:
+    if value.strip().lower() in ("", "none", "off"):
+        return None
+    return int(value)
 
 
 if os.environ.get("DATABASE_URL"):

@@ -13,11 +13,10 @@ silenced reason, human owner, last user / assistant times), derived from the blo
 from __future__ import annotations
 
 import functools
-import json
 from datetime import datetime
 from typing import Any
 
-from ..engine.errors import InvalidSessionError, SessionConflictError
+from ..engine.errors import SessionConflictError
 from ..engine.session import Session
 from .base import Store, stamped
 
@@ -65,12 +64,10 @@ def read_blob(value: Any, session_id: str) -> Session:
 
 
 def read_blob_text(text: Any, session_id: str) -> Session:
-    """A session from the blob column's raw text (raw SQL): JSON-parsed once, then checked."""
+    """A session from the blob column's raw text (raw SQL): parsed and checked in one pass by
+    pydantic-core (`Session.from_json_text`), with upstream's reasons when the blob is bad."""
     if isinstance(text, str | bytes):
-        try:
-            text = json.loads(text)
-        except ValueError:
-            raise InvalidSessionError(session_id, "blob is not valid JSON") from None
+        return Session.from_json_text(text, session_id)
     return Session.from_json(text, session_id)
 
 
@@ -176,27 +173,46 @@ def conflict(cursor: Any, connection: Any, model: Any, session_id: str, expected
 def bound_cursor(connection: Any) -> Any:
     """A cursor whose parameters travel apart from the statement on PostgreSQL (server-side
     binding), so a large blob is not escaped into the SQL text; Django's own cursor elsewhere.
-    It is wrapped like Django's, so query logging and `execute_wrapper` still see it."""
+
+    psycopg prepares a statement on the server once it has run `prepare_threshold` times on a
+    connection (5 unless the database's OPTIONS say otherwise): the host's few hot statements are
+    then neither parsed nor planned again. Behind a transaction-pooling PgBouncer older than 1.21
+    set `OPTIONS = {"prepare_threshold": None}`; nothing is prepared then. The cursor is wrapped
+    like Django's, so query logging and `execute_wrapper` still see it."""
     if connection.vendor != "postgresql" or connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
         return connection.cursor()  # not PostgreSQL, or Django's cursors bind server-side already
-    from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+    from django.db.backends.utils import CursorWrapper
 
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
-    wrapper = CursorDebugWrapper if connection.queries_logged else CursorWrapper
-    return wrapper(_unprepared_cursor_class()(connection.connection), connection)
+    wrapper = _debug_wrapper() if connection.queries_logged else CursorWrapper
+    return wrapper(_cursor_class()(connection.connection), connection)
 
 
 @functools.cache
-def _unprepared_cursor_class() -> Any:  # built on first use: importing this module needs no psycopg
+def _cursor_class() -> Any:  # looked up on first use: importing this module needs no psycopg
     import psycopg
 
-    class UnpreparedCursor(psycopg.Cursor):
-        """Server-side binding without server-side prepared statements (safe behind PgBouncer)."""
+    return psycopg.Cursor
 
-        def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None):
-            return super().execute(query, params, prepare=False, binary=binary)
 
-    return UnpreparedCursor
+@functools.cache
+def _debug_wrapper() -> Any:
+    import contextlib
+
+    from django.db.backends.utils import CursorDebugWrapper
+
+    class BoundDebugWrapper(CursorDebugWrapper):
+        """Logs the statement as written (`%s` placeholders): psycopg keeps no text of a prepared
+        execution, where Django's own wrapper would log None."""
+
+        @contextlib.contextmanager
+        def debug_sql(self, sql: Any = None, params: Any = None, use_last_executed_query: bool = False,
+                      many: bool = False) -> Any:
+            with super().debug_sql(sql, params, use_last_executed_query=False, many=many):
+                yield
+
+    return BoundDebugWrapper
 
 
 def save_statement(connection: Any, model: Any, saved: Session, text: str, expected_version: int,
@@ -211,7 +227,7 @@ def save_statement(connection: Any, model: Any, saved: Session, text: str, expec
         values = [derived[name] for name in DERIVED]
     else:
         values = [model._meta.get_field(name).get_db_prep_save(derived[name], connection) for name in DERIVED]
-    insert, update = _save_sql(connection, model._meta.db_table)
+    insert, update = save_sql(connection, model._meta.db_table)
     if expected_version == 0:
         return insert, [saved.id, saved.version, text, *values]
     return update, [saved.version, text, *values, saved.id, expected_version]
@@ -220,7 +236,7 @@ def save_statement(connection: Any, model: Any, saved: Session, text: str, expec
 _SAVE_SQL: dict[tuple[str, str], tuple[str, str]] = {}
 
 
-def _save_sql(connection: Any, db_table: str) -> tuple[str, str]:
+def save_sql(connection: Any, db_table: str) -> tuple[str, str]:
     """The INSERT and UPDATE of `save_statement`, built once per database vendor and table."""
     cached = _SAVE_SQL.get((connection.vendor, db_table))
     if cached is None:

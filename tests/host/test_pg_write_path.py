@@ -221,23 +221,79 @@ def test_a_wake_that_fails_in_a_chunk_leaves_the_others_written(notify_mode, mon
     assert set(Wake.objects.values_list("state", flat=True)) == {"done"}
 
 
-def test_the_store_binds_the_blob_server_side_and_never_prepares(notify_mode):
-    """A 30 KB blob travels as a parameter (not escaped into the SQL text), and no server-side
-    prepared statement is left behind (PgBouncer in transaction mode cannot keep them)."""
-    from falai_django.engine.session import Session as EngineSession
-    from falai_django.stores.django import DjangoStore
+def _prepared_statements() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
 
-    store = DjangoStore()
-    session = EngineSession.fresh("big")
+
+def _saves(store, session_id: str, count: int):
+    from falai_django.engine.session import Session as EngineSession
+
+    session = EngineSession.fresh(session_id)
     session.data = {"notes": "x" * 30_000}
     saved = store.save(session, 0)
-    for _ in range(8):  # past psycopg's automatic-prepare threshold (5)
+    for _ in range(count):
         saved = store.save(saved, saved.version)
+    return saved
+
+
+def test_the_store_binds_the_blob_server_side_and_prepares_past_the_threshold(notify_mode):
+    """A 30 KB blob travels as a parameter (not escaped into the SQL text), and with the
+    database's `prepare_threshold` (the demo settings: 5) the save is prepared on the server."""
+    from falai_django.stores.django import DjangoStore
+
+    connection.close()  # a new connection with the settings' options
+    connection.ensure_connection()
+    assert connection.connection.prepare_threshold == 5
+    store = DjangoStore()
+    saved = _saves(store, "big", 8)  # past the threshold
     with CaptureQueriesContext(connection) as queries:
         saved = store.save(saved, saved.version)
     [sql] = statements(queries)
     assert "x" * 100 not in sql and len(sql) < 2000  # the blob is a parameter, not a literal
     assert store.load("big").data == {"notes": "x" * 30_000} and saved.version == 10
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
-        assert cursor.fetchone()[0] == 0
+    assert any('UPDATE "agent_sessions"' in s and "$1" in s for s in _prepared_statements())
+
+
+def test_nothing_is_prepared_when_the_database_options_say_none(notify_mode):
+    """`OPTIONS["prepare_threshold"] = None` (a transaction-pooling PgBouncer before 1.21): the
+    same saves and turns leave no prepared statement on the server."""
+    from falai_django import host
+    from falai_django.stores.django import DjangoStore
+
+    connection.close()
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    before = options.get("prepare_threshold", "absent")
+    options["prepare_threshold"] = None
+    try:
+        connection.ensure_connection()
+        assert connection.connection.prepare_threshold is None
+        saved = _saves(DjangoStore(), "big", 8)
+        for n in range(7):
+            assert host.handle("s1", {"message": "oi", "id": f"m{n}"}).status == "done"
+        assert saved.version == 9 and _prepared_statements() == []
+    finally:
+        connection.close()
+        if before == "absent":
+            options.pop("prepare_threshold", None)
+        else:
+            options["prepare_threshold"] = before
+
+
+def test_the_turn_statements_are_prepared_and_reused(notify_mode):
+    """The loop's load and write statements are built once per shape: after a few turns on one
+    connection both are prepared, and the text of each is the same from turn to turn."""
+    from falai_django import host
+
+    connection.close()
+    with CaptureQueriesContext(connection) as queries:
+        for n in range(12):
+            assert host.handle("s1", {"message": "oi", "id": f"m{n}"}).status == "done"
+    texts = statements(queries)
+    loads = {s for s in texts if s.startswith("WITH t AS (INSERT")}
+    writes = [s for s in texts if s.startswith("WITH s AS (UPDATE")]
+    assert len(loads) == 1 and len(writes) == 11 and len(set(writes)) <= 2  # a shape or two, each reused
+    prepared = _prepared_statements()
+    assert any(s.startswith("WITH t AS (INSERT") for s in prepared)
+    assert any(s.startswith("WITH s AS (UPDATE") for s in prepared)
