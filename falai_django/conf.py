@@ -48,7 +48,7 @@ DEFAULTS: dict[str, Any] = {
     # turn under Q_CLUSTER["timeout"]), claim lease.
     "DISPATCH_POLL_S": 0.1,
     "DISPATCH_BATCH": 1000,
-    "DISPATCH_CHUNK": 10,
+    "DISPATCH_CHUNK": 50,
     "DISPATCH_LEASE_S": 60.0,
     # The dispatcher also re-enqueues sends whose hand-off was lost (crash between commit and enqueue).
     "SEND_SWEEP_AFTER_S": 10.0,

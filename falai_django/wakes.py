@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import close_old_connections, connections, router, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from . import conf, loop, sending
@@ -104,15 +104,35 @@ def dispatch_once(now: datetime | None = None) -> int:
     return len(rows)
 
 
-def fire_wakes(wake_ids: list[int], *, agent: Any = None) -> int:
-    """Run `turn(wake=key)` through the host for each wake still queued. Returns how many ran."""
+def chunk_budget_s() -> float:
+    """How long one `fire_wakes` task may run before it commits and hands the rest back: half of
+    django-q2's task timeout (30 s without one), so a chunk of slow model calls is never killed."""
+    from django_q.conf import Conf
+
+    timeout = Conf.TIMEOUT
+    return float(timeout) / 2 if timeout else 30.0
+
+
+def fire_wakes(wake_ids: list[int], *, agent: Any = None, budget_s: float | None = None) -> int:
+    """Run `turn(wake=key)` through the host for each wake still queued. Returns how many ran.
+
+    A chunk that runs past `budget_s` (default `chunk_budget_s()`) commits what it fired and puts
+    the rest back to `pending`, for the dispatcher's next poll.
+    """
     fired = 0
     alias = _db_alias()
+    budget_s = chunk_budget_s() if budget_s is None else budget_s
+    started = time.monotonic()
+    left: list[tuple[str, str]] = []
     # One commit for the chunk (each wake's write has its own savepoint): the workers wait on one
     # WAL flush per chunk instead of one per wake. A worker that dies mid-chunk commits none of
     # it; the claims lapse and the wakes fire again (a wake fired twice is dropped as stale).
     with transaction.atomic(using=alias):
-        for session_id, key, loaded in loop.load_wakes(wake_ids):
+        due = loop.load_wakes(wake_ids)
+        for n, (session_id, key, loaded) in enumerate(due):
+            if n and time.monotonic() - started > budget_s:
+                left = [(sid, k) for sid, k, _loaded in due[n:]]
+                break
             try:
                 loop.handle(session_id, {"wake": key}, agent=agent, send_inline=True, loaded=loaded)
             except Exception:  # noqa: BLE001 - one bad wake must not stop the chunk; its claim lapses
@@ -121,6 +141,12 @@ def fire_wakes(wake_ids: list[int], *, agent: Any = None) -> int:
                     break  # the database refused something: this chunk is lost; its claims lapse
                 continue
             fired += 1
+        if left:  # not tried: back to the dispatcher at once (a wake that failed waits out its lease)
+            untried = Q()
+            for sid, k in left:
+                untried |= Q(conversation_id=sid, key=k)
+            Wake.objects.using(alias).filter(untried, id__in=wake_ids, state=Wake.State.QUEUED).update(
+                state=Wake.State.PENDING, claimed_at=None)
     return fired
 
 

@@ -297,3 +297,39 @@ def test_the_turn_statements_are_prepared_and_reused(notify_mode):
     prepared = _prepared_statements()
     assert any(s.startswith("WITH t AS (INSERT") for s in prepared)
     assert any(s.startswith("WITH s AS (UPDATE") for s in prepared)
+
+
+def test_a_chunk_past_its_time_budget_commits_what_it_fired_and_hands_the_rest_back(notify_mode):
+    """A chunk of slow turns must not outlive django-q2's task timeout: past its budget it stops,
+    commits the wakes it fired, and puts the untried ones back to pending for the next poll."""
+    from falai_django.wakes import dispatch_once, fire_wakes
+
+    for sid in ("s1", "s2", "s3"):
+        host.handle_message(sid, "oi", id=f"{sid}.1")
+        host.handle_message(sid, "meu nome é Ana", id=f"{sid}.2")
+    agents.clock().advance("1h")
+    from falai_django.wakes import claim_due
+
+    claimed = claim_due()
+    ids = [row[0] for row in claimed]
+    assert len(ids) == 3 and set(Wake.objects.values_list("state", flat=True)) == {"queued"}
+    assert fire_wakes(ids, budget_s=0) == 1  # the first always runs; the budget is spent after it
+    states = sorted(Wake.objects.values_list("state", flat=True))
+    assert states == ["done", "pending", "pending"]
+    assert Wake.objects.filter(state="pending", claimed_at__isnull=False).count() == 0
+    assert TurnRecord.objects.filter(kind="wake", status="done").count() == 1
+    # the next poll claims the two handed back, and they fire
+    assert dispatch_once() == 2
+    assert set(Wake.objects.values_list("state", flat=True)) == {"done"}
+    assert TurnRecord.objects.filter(kind="wake", status="done").count() == 3
+
+
+def test_the_chunk_budget_is_half_the_task_timeout(monkeypatch):
+    from django_q.conf import Conf
+
+    from falai_django.wakes import chunk_budget_s
+
+    monkeypatch.setattr(Conf, "TIMEOUT", 40)
+    assert chunk_budget_s() == 20.0
+    monkeypatch.setattr(Conf, "TIMEOUT", None)
+    assert chunk_budget_s() == 30.0
