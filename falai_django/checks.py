@@ -157,7 +157,8 @@ def check_falai_settings(app_configs=None, **kwargs) -> list:
                 id="falai_django.E010",
             )
         )
-    for name in ("WEBHOOK_TOLERANCE_S", "HISTORY_LIMIT", "MAX_REPLAYS", "DISPATCH_POLL_S", "SEND_THREADS"):
+    for name in ("WEBHOOK_TOLERANCE_S", "HISTORY_LIMIT", "MAX_REPLAYS", "DISPATCH_POLL_S", "SEND_THREADS",
+                 "SEND_BATCH"):
         value = configured.get(name, DEFAULTS[name])
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
             problems.append(

@@ -59,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "SEND_HANDOFF": "auto",
     # Threads the dispatcher sends with in "notify" mode (senders mostly wait on the network).
     "SEND_THREADS": 4,
+    "SEND_BATCH": 50,
     # django-q2 cluster name for falai's tasks (None: the default cluster).
     "Q_CLUSTER": None,
     # The admin's handoff (docs/admin.md): keep extracting fields by default on a take-over, and

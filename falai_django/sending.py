@@ -235,6 +235,105 @@ def _send_under_advisory_lock(session_id: str, sender, sleep) -> int:
             return sent
 
 
+def send_many(session_ids: list[str], *, sender=None, sleep=time.sleep) -> tuple[int, list[str]]:
+    """Send what is due for several conversations; returns (how many sent, the conversations to
+    look at again: new rows arrived while they were held, or they wait on an `after_ms` delay).
+
+    PostgreSQL with advisory locks: two round trips for the whole batch, not two per
+    conversation: "take each conversation's lock; read the locked ones' pending rows", then
+    "mark the last sends sent; release the locks; read the heads again". A conversation whose
+    lock another worker holds is skipped (that worker looks again when it is done). A
+    conversation with an `after_ms` delay is released unsent and returned, to go out through
+    `send_pending`, which waits. Elsewhere it is `send_pending` for each.
+    """
+    if not _use_advisory_lock():
+        return sum(send_pending(sid, sender=sender, sleep=sleep) for sid in session_ids), []
+    import json
+
+    from django.db import connection
+
+    quote = connection.ops.quote_name
+    table = quote(History._meta.db_table)
+    columns = ", ".join(f"h.{quote(History._meta.get_field(c).column)}" for c in _COLUMNS)
+    unsent = f"{quote('send_status')} IN ('pending', 'sending')"
+    ids = list(dict.fromkeys(session_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH l AS MATERIALIZED (SELECT u.sid FROM unnest(%s::text[]) AS u(sid) "
+            f"WHERE pg_try_advisory_lock(hashtextextended('falai-send:' || u.sid, 0))) "
+            f"SELECT l.sid, {columns} FROM l LEFT JOIN LATERAL (SELECT * FROM {table} h "
+            f"WHERE h.{quote('conversation_id')} = l.sid AND h.{unsent} ORDER BY h.id LIMIT {BATCH}) h ON true "
+            f"ORDER BY l.sid, h.id",
+            [ids],
+        )
+        found = cursor.fetchall()
+    held: dict[str, list] = {}
+    for sid, *row in found:
+        items = held.setdefault(sid, [])
+        if row[0] is not None:
+            values = dict(zip(_COLUMNS, row, strict=True))
+            if isinstance(values["media"], str):
+                values["media"] = json.loads(values["media"])
+            items.append(History(conversation_id=sid, **values))
+    sent, again, marks = 0, [], []
+    try:
+        for sid in ids:
+            items = held.get(sid)
+            if not items:
+                continue
+            if any(item.after_ms for item in items):
+                again.append(sid)  # sent by send_pending, which waits; after the release below
+                continue
+            chosen = sender or (sandbox.sandbox_sender if sandbox.is_sandboxed(sid) else conf.get_sender())
+            deferred: list = []
+            sent += _drain(sid, items, chosen, sleep, deferred)
+            marks += deferred
+    finally:
+        if held:
+            heads = _release_many(connection, list(held), marks)
+            again += [sid for sid in held if sid not in again and _head_is_due(heads.get(sid))]
+    return sent, again
+
+
+def _release_many(connection, session_ids: list[str], marks: list) -> dict[str, tuple]:
+    """Mark the deferred sends sent (committed before the unlocks), release the conversations'
+    locks, and read each one's first pending row again. Returns {session id: (id, next_attempt_at)}."""
+    import json
+
+    quote = connection.ops.quote_name
+    table = quote(History._meta.db_table)
+    mark, params = "", []
+    if marks:
+        mark = (f"BEGIN; UPDATE {table} AS h SET {quote('send_status')} = 'sent', "
+                f"{quote('send_attempts')} = x.a, {quote('sent_at')} = x.t, {quote('next_attempt_at')} = NULL, "
+                f"{quote('send_error')} = '', {quote('channel_message_id')} = x.c "
+                f"FROM jsonb_to_recordset(%s::jsonb) AS x(id bigint, a integer, t timestamptz, c text) "
+                f"WHERE h.id = x.id; COMMIT; ")
+        params = [json.dumps([{"id": pk, "a": attempt, "t": at.isoformat(), "c": channel}
+                              for pk, attempt, at, channel in marks])]
+    unlock = ("SELECT pg_advisory_unlock(hashtextextended('falai-send:' || u.sid, 0)) "
+              "FROM unnest(%s::text[]) AS u(sid); ")
+    head = (f"SELECT DISTINCT ON ({quote('conversation_id')}) {quote('conversation_id')}, id, "
+            f"{quote('next_attempt_at')} FROM {table} WHERE {quote('conversation_id')} = ANY(%s) AND "
+            f"{quote('send_status')} IN ('pending', 'sending') ORDER BY {quote('conversation_id')}, id")
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute(f"{mark}{unlock}{head}", [*params, session_ids, session_ids])
+        except Exception:
+            # No open transaction, no lock held: the rows stay pending and go out again under
+            # their idempotency keys.
+            connection.connection.rollback()
+            cursor.execute(unlock, [session_ids])
+            raise
+        rows: list = []
+        while True:  # the last result set is the heads
+            if cursor.description is not None:
+                rows = cursor.fetchall()
+            if not cursor.nextset():
+                break
+    return {sid: (pk, next_at) for sid, pk, next_at in rows}
+
+
 def _drain(session_id: str, items: list, sender, sleep, deferred: list | None = None) -> int:
     """Send `items` (the conversation's pending rows, in order) until one fails or is not due.
 

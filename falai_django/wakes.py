@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
@@ -156,15 +157,20 @@ retry_parked_turns = retry_parked  # the name before the inbox had its own modul
 class SendListener:
     """The dispatcher's sender in "notify" mode: LISTEN, then send each notified conversation.
 
-    It holds one extra connection of its own (psycopg, autocommit) for LISTEN; the sends run on
-    a thread pool, each thread with its own Django connection. A conversation already being
-    sent is not submitted twice (the send lock would turn the second one away anyway).
+    It holds one extra connection of its own (psycopg, autocommit) for LISTEN. Notified
+    conversations wait in a queue; up to `threads` drains take them `SEND_BATCH` at a time
+    (`sending.send_many`: two round trips a batch), each thread with its own Django connection.
+    A conversation already queued or being sent is not queued twice: the drain that holds it
+    reads its pending rows again before letting go.
     """
 
-    def __init__(self, threads: int | None = None) -> None:
-        self.pool = ThreadPoolExecutor(max_workers=threads or int(conf.get("SEND_THREADS")),
-                                       thread_name_prefix="falai-send")
-        self.busy: set[str] = set()
+    def __init__(self, threads: int | None = None, batch: int | None = None) -> None:
+        self.threads = threads or int(conf.get("SEND_THREADS"))
+        self.batch = batch or int(conf.get("SEND_BATCH"))
+        self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="falai-send")
+        self.busy: set[str] = set()  # queued or being sent
+        self.queue: deque[str] = deque()
+        self.drains = 0
         self.lock = threading.Lock()
         self.listen_conn: Any = None
         self.sent = 0
@@ -177,7 +183,7 @@ class SendListener:
         self.listen_conn.execute(f"LISTEN {SEND_CHANNEL}")
 
     def wait(self, timeout: float) -> int:
-        """Wait up to `timeout` for notifications; submit each conversation. Returns how many."""
+        """Wait up to `timeout` for notifications; queue each conversation. Returns how many."""
         submitted = 0
         for notify in self.listen_conn.notifies(timeout=max(timeout, 0.001)):
             submitted += self.submit(notify.payload)
@@ -188,17 +194,36 @@ class SendListener:
             if session_id in self.busy:
                 return 0
             self.busy.add(session_id)
-        self.pool.submit(self._send, session_id)
+            self.queue.append(session_id)
+            start = self.drains < self.threads
+            if start:
+                self.drains += 1
+        if start:
+            self.pool.submit(self._drain)
         return 1
 
-    def _send(self, session_id: str) -> None:
+    def _take(self) -> list[str]:
+        with self.lock:
+            taken = [self.queue.popleft() for _ in range(min(self.batch, len(self.queue)))]
+            if not taken:
+                self.drains -= 1
+            return taken
+
+    def _drain(self) -> None:
         try:
-            self.sent += sending.send_pending(session_id)
-        except Exception:  # noqa: BLE001 - the rows stay pending; the sweep comes back for them
-            logger.exception("falai sender: sending %s failed; the sweep retries it", session_id)
+            while taken := self._take():
+                again: list[str] = []
+                try:
+                    sent, again = sending.send_many(taken)
+                    self.sent += sent
+                    for session_id in again:  # a delayed message, or rows that came in meanwhile
+                        self.sent += sending.send_pending(session_id)
+                except Exception:  # noqa: BLE001 - the rows stay pending; the sweep comes back for them
+                    logger.exception("falai sender: sending %s failed; the sweep retries it", taken)
+                finally:
+                    with self.lock:
+                        self.busy.difference_update(taken)
         finally:
-            with self.lock:
-                self.busy.discard(session_id)
             close_old_connections()  # a thread keeps its connection (CONN_MAX_AGE) between sends
 
     def stop(self) -> None:
