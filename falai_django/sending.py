@@ -164,6 +164,26 @@ def _head_is_due(head) -> bool:
     return head is not None and (head[1] is None or head[1] <= timezone.now())
 
 
+def _committed(connection, statements: str) -> str:
+    """`statements` in a transaction of their own, committed at once, when the connection is in
+    autocommit (a worker's send). Inside a caller's transaction (`transaction.atomic`: a test's,
+    or code that sends in one) they simply join it: a bare COMMIT there would commit the
+    caller's work halfway, behind Django's back, and its rollback could no longer undo it."""
+    return statements if connection.in_atomic_block else f"BEGIN; {statements}COMMIT; "
+
+
+def _savepoint_if_in_transaction(connection):
+    """A savepoint inside a caller's transaction, so a failed statement leaves that transaction
+    usable (for the unlock, then the caller's own rollback); nothing in autocommit."""
+    import contextlib
+
+    from django.db import transaction
+
+    if connection.in_atomic_block:
+        return transaction.atomic(using=connection.alias)
+    return contextlib.nullcontext()
+
+
 def _send_under_advisory_lock(session_id: str, sender, sleep) -> int:
     """PostgreSQL: the same loop in three round trips for a one-message turn.
 
@@ -209,21 +229,25 @@ def _send_under_advisory_lock(session_id: str, sender, sleep) -> int:
                 pk, attempt, sent_at, channel = deferred[0]
                 # Committed before the unlock (an advisory unlock is not transactional): the next
                 # holder must never see this row still pending.
-                mark = (f"BEGIN; UPDATE {table} SET {quote('send_status')} = 'sent', {quote('send_attempts')} = %s, "
-                        f"{quote('sent_at')} = %s, {quote('next_attempt_at')} = NULL, {quote('send_error')} = '', "
-                        f"{quote('channel_message_id')} = %s WHERE id = %s; COMMIT; ")
+                mark = _committed(connection, (
+                    f"UPDATE {table} SET {quote('send_status')} = 'sent', {quote('send_attempts')} = %s, "
+                    f"{quote('sent_at')} = %s, {quote('next_attempt_at')} = NULL, {quote('send_error')} = '', "
+                    f"{quote('channel_message_id')} = %s WHERE id = %s; "))
                 params = [attempt, sent_at, channel, pk]
             with connection.cursor() as cursor:
                 try:
-                    cursor.execute(
-                        f"{mark}SELECT pg_advisory_unlock(hashtextextended(%s, 0)); SELECT id, "
-                        f"{quote('next_attempt_at')} FROM {table} {where} LIMIT 1",
-                        [*params, lock_key, session_id],
-                    )
+                    with _savepoint_if_in_transaction(connection):
+                        cursor.execute(
+                            f"{mark}SELECT pg_advisory_unlock(hashtextextended(%s, 0)); SELECT id, "
+                            f"{quote('next_attempt_at')} FROM {table} {where} LIMIT 1",
+                            [*params, lock_key, session_id],
+                        )
                 except Exception:
                     # Leave the session clean: no open transaction, no lock held (the row stays
-                    # pending and goes out again under its idempotency key).
-                    connection.connection.rollback()
+                    # pending and goes out again under its idempotency key). Inside a caller's
+                    # transaction the savepoint was rolled back instead, and theirs goes on.
+                    if not connection.in_atomic_block:
+                        connection.connection.rollback()
                     cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [lock_key])
                     raise
                 head_rows: list = []

@@ -144,8 +144,25 @@ def chromium(monkeypatch):
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+        try:
+            yield browser
+        finally:
+            browser.close()
+            _close_connections_opened_under_playwright()
+
+
+def _close_connections_opened_under_playwright() -> None:
+    """Close the database connections the test body opened while Playwright's event loop ran.
+
+    Django keeps a thread's connections in an asgiref Local that, while an event loop runs in the
+    thread (Playwright's sync API keeps one running for the whole `with` block), is keyed by the
+    context rather than by the thread: the test body's ORM calls get connections of their own,
+    which the teardown outside the block (the flush, `destroy_test_db`) never sees. Left open,
+    on PostgreSQL the test database "is being accessed by other users" and is never dropped.
+    Called inside the block, this reaches exactly those connections."""
+    from django.db import connections
+
+    connections.close_all()
 
 
 @pytest.fixture

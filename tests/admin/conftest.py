@@ -17,7 +17,11 @@ def falai_settings(settings, monkeypatch):
 
     from falai_django import conf
 
-    settings.FALAI = {"AGENT": "admin.agents.current_agent", "SENDER": "admin.senders.record"}
+    # "queue": sends go through django-q2 (in-line here) on any database. The default, "auto",
+    # hands them to the dispatcher by NOTIFY on PostgreSQL, and no dispatcher runs in these tests
+    # (the NOTIFY hand-off has its own tests in tests/host).
+    settings.FALAI = {"AGENT": "admin.agents.current_agent", "SENDER": "admin.senders.record",
+                      "SEND_HANDOFF": "queue"}
     settings.LANGUAGE_CODE = "en"
     monkeypatch.setattr(Conf, "SYNC", True)  # django-q2 reads Q_CLUSTER once, at import
     conf.clear_cache()
