@@ -328,11 +328,12 @@ def _release_many(connection, session_ids: list[str], marks: list) -> dict[str, 
     table = quote(History._meta.db_table)
     mark, params = "", []
     if marks:
-        mark = (f"BEGIN; UPDATE {table} AS h SET {quote('send_status')} = 'sent', "
-                f"{quote('send_attempts')} = x.a, {quote('sent_at')} = x.t, {quote('next_attempt_at')} = NULL, "
-                f"{quote('send_error')} = '', {quote('channel_message_id')} = x.c "
-                f"FROM jsonb_to_recordset(%s::jsonb) AS x(id bigint, a integer, t timestamptz, c text) "
-                f"WHERE h.id = x.id; COMMIT; ")
+        mark = _committed(connection, (
+            f"UPDATE {table} AS h SET {quote('send_status')} = 'sent', "
+            f"{quote('send_attempts')} = x.a, {quote('sent_at')} = x.t, {quote('next_attempt_at')} = NULL, "
+            f"{quote('send_error')} = '', {quote('channel_message_id')} = x.c "
+            f"FROM jsonb_to_recordset(%s::jsonb) AS x(id bigint, a integer, t timestamptz, c text) "
+            f"WHERE h.id = x.id; "))
         params = [json.dumps([{"id": pk, "a": attempt, "t": at.isoformat(), "c": channel}
                               for pk, attempt, at, channel in marks])]
     unlock = ("SELECT pg_advisory_unlock(hashtextextended('falai-send:' || u.sid, 0)) "
@@ -342,11 +343,13 @@ def _release_many(connection, session_ids: list[str], marks: list) -> dict[str, 
             f"{quote('send_status')} IN ('pending', 'sending') ORDER BY {quote('conversation_id')}, id")
     with connection.cursor() as cursor:
         try:
-            cursor.execute(f"{mark}{unlock}{head}", [*params, session_ids, session_ids])
+            with _savepoint_if_in_transaction(connection):
+                cursor.execute(f"{mark}{unlock}{head}", [*params, session_ids, session_ids])
         except Exception:
             # No open transaction, no lock held: the rows stay pending and go out again under
-            # their idempotency keys.
-            connection.connection.rollback()
+            # their idempotency keys (inside a caller's transaction only the savepoint is undone).
+            if not connection.in_atomic_block:
+                connection.connection.rollback()
             cursor.execute(unlock, [session_ids])
             raise
         rows: list = []

@@ -72,3 +72,22 @@ def test_a_failed_sent_mark_leaves_the_callers_transaction_usable(monkeypatch):
     assert History.objects.get(conversation_id=SID, role="assistant").send_status == "pending"
     assert committed_history_rows() == 0
     assert lock_is_free()
+
+
+def test_a_batch_send_in_the_callers_transaction_commits_none_of_it():
+    host.handle_message(SID, "oi", id="wamid.1")
+    assert sending.send_many([SID]) == (1, [])
+    assert History.objects.get(conversation_id=SID, role="assistant").send_status == "sent"
+    assert committed_history_rows() == 0
+    assert lock_is_free()
+
+
+def test_a_failed_batch_mark_leaves_the_callers_transaction_usable(monkeypatch):
+    host.handle_message(SID, "oi", id="wamid.1")
+    real = sending._committed
+    monkeypatch.setattr(sending, "_committed", lambda conn, statements: real(conn, statements + "SELECT 1/0; "))
+    with pytest.raises(Exception, match="division by zero"):
+        sending.send_many([SID])
+    assert History.objects.get(conversation_id=SID, role="assistant").send_status == "pending"
+    assert committed_history_rows() == 0
+    assert lock_is_free()
