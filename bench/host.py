@@ -451,8 +451,15 @@ def measure_load() -> dict[str, Any]:
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
+        # What the turns carried at the end (the pgbench row is 1 KB): a conversation that keeps
+        # answering "ainda não" grows to the spec's caps (50 inputs, 50 outcomes on its run).
+        blob, items = conn.execute(
+            "SELECT avg(length(blob::text))::int, (SELECT avg(n)::int FROM (SELECT count(*) n FROM falai_history "
+            "WHERE conversation_id LIKE 'load%%' GROUP BY conversation_id) c) FROM agent_sessions "
+            "WHERE id LIKE 'load%%'").fetchone()
     out: dict[str, Any] = {"load_rounds": rounds, "load_window_s": sizes["window_s"],
-                           "load_conversations_per_client": sizes["conversations"]}
+                           "load_conversations_per_client": sizes["conversations"],
+                           "load_session_blob_bytes_avg": blob, "load_transcript_items_avg": items}
     for clients in CLIENTS:
         each = rounds[str(clients)]
         out[f"host_vs_pgbench_{clients}"] = round(statistics.median(r["ratio"] for r in each), 4)
@@ -513,6 +520,8 @@ def print_table(r: dict[str, Any]) -> None:
          f"{get('sql_statements_per_turn', redis)} / {get('commits_per_turn', redis)}", ""),
         ("host overhead p50 / p99 ms", f"{get('host_p50_ms')} / {get('host_p99_ms')}", ""),
         ("turns/s, one process / HTTP", f"{get('turns_per_s')} / {get('http_turns_per_s')}", ""),
+        ("load: session blob bytes / transcript items at the end (avg)",
+         f"{get('load_session_blob_bytes_avg')} / {get('load_transcript_items_avg')}", ""),
     ]
     for clients in CLIENTS:
         rows.append((f"{clients} clients: host turns/s vs pgbench tps",
