@@ -44,6 +44,9 @@ Three parts, each in a child process of its own (its own Django set-up):
    pgbench 5 s, host 5 s (then host first, and so on), three rounds per client count; `host_vs_pgbench_2` / `_4` = the median
    of the rounds' host turns/s ÷ pgbench tps. No worker or dispatcher runs, so the sends are
    not made: a turn ends at its commit and its hand-off (a broker row, or a NOTIFY).
+   Where the host's CPU goes (Linux): `load_client_cpu_ms_per_turn_N` (the client processes),
+   `load_server_cpu_ms_per_turn_N` (every `postgres` process), `load_idle_share_N` (the machine's
+   idle + iowait share while the host ran), medians over the rounds.
 
 Writes bench/results/host.json; `main()` returns the same dict. `--quick`: fewer turns, 2 s
 windows, one round.
@@ -417,7 +420,7 @@ def run_pgbench(dsn: str, table: str, clients: int, seconds: float) -> dict[str,
 
 
 def measure_load() -> dict[str, Any]:
-    from bench.hostbench import bench_dsn, progress, setup_django
+    from bench.hostbench import bench_dsn, cpu, progress, setup_django
     from bench.hostbench.pool import Pool
 
     sizes = _sizes()
@@ -429,13 +432,16 @@ def measure_load() -> dict[str, Any]:
     table = _pgbench_table(dsn, max(CLIENTS))
     rounds: dict[str, list[dict[str, Any]]] = {str(n): [] for n in CLIENTS}
     with Pool(max(CLIENTS), "bench.hostbench.clients:init_django") as pool:
+        pids = {process.pid for process, _conn in pool.workers}
         pool.call("bench.hostbench.clients:warm_host",
                   [{"prefix": f"load{i}-", "conversations": sizes["conversations"]} for i in range(len(pool))])
         for clients in CLIENTS:
             for r in range(sizes["rounds"]):
                 if r % 2 == 0:  # pgbench then host, then the other way round: a trend in load hits both
                     bench = run_pgbench(dsn, table, clients, sizes["window_s"])
+                before = cpu.snapshot(pids)
                 per = pool.timed("bench.hostbench.clients:host_turns", sizes["window_s"], workers=clients)
+                spent = cpu.usage(before, cpu.snapshot(pids), sum(p["turns"] for p in per))
                 if r % 2 == 1:
                     bench = run_pgbench(dsn, table, clients, sizes["window_s"])
                 turns_s = sum(p["turns"] for p in per) / sizes["window_s"]
@@ -444,6 +450,7 @@ def measure_load() -> dict[str, Any]:
                     "host_turns_per_s": round(turns_s, 1), "ratio": round(turns_s / bench["tps"], 4),
                     "host_p50_ms": statistics.median(p["p50_ms"] for p in per),
                     "host_p99_ms": max(p["p99_ms"] for p in per),
+                    **spent,
                 })
                 progress(f"host load: {clients} clients round {r + 1}: pgbench {bench['tps']:.0f} tps, "
                          f"host {turns_s:.0f} turns/s")
@@ -465,6 +472,10 @@ def measure_load() -> dict[str, Any]:
         out[f"host_vs_pgbench_{clients}"] = round(statistics.median(r["ratio"] for r in each), 4)
         out[f"host_turns_per_s_{clients}"] = round(statistics.median(r["host_turns_per_s"] for r in each), 1)
         out[f"pgbench_tps_{clients}"] = round(statistics.median(r["pgbench_tps"] for r in each), 1)
+        for key in ("client_cpu_ms_per_turn", "server_cpu_ms_per_turn", "idle_share"):
+            values = [r[key] for r in each if r.get(key) is not None]
+            if values:
+                out[f"load_{key}_{clients}"] = round(statistics.median(values), 3)
     return out
 
 

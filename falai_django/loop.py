@@ -127,11 +127,19 @@ def load_history(session_id: str, limit: int | None = None) -> list[dict[str, st
 
 
 def load_session_and_history(session_id: str, store: DjangoStore | None = None, *,
-                             inbox_row: TurnRecord | None = None) -> tuple[Any, list[dict[str, str]]]:
+                             inbox_row: TurnRecord | None = None,
+                             answer_follows: bool = False) -> tuple[Any, list[dict[str, str]]]:
     """Step 1 of the loop: the stored session (or None) and the transcript before this input.
 
     With `inbox_row` (unsaved) the row is written first. On PostgreSQL all of it is one
     statement: the INSERT in a CTE, the blob as text, the transcript as one JSON array.
+
+    `answer_follows`: the caller is told nothing until this process commits again (the result,
+    or the row marked parked / failed / unchanged), so the inbox row's commit does not wait for
+    its WAL flush (`synchronous_commit = off` for that one transaction). That later commit
+    flushes the WAL up to its own record, the inbox row's included; if this process dies first
+    the row is in the server all the same (only a server crash in the same instant loses it,
+    and then the caller got no answer and sends again). See docs/DECISIONS.md H8.
     """
     store = store or DjangoStore()
     connection = store.connection()
@@ -139,7 +147,9 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
         if inbox_row is not None:
             inbox_row.save(force_insert=True, using=store.db_alias())
         return store.load(session_id), load_history(session_id)
-    sql = _load_sql(connection, store.get_model_class()._meta.db_table, inbox=inbox_row is not None)
+    sql = _load_sql(connection, store.get_model_class()._meta.db_table, inbox=inbox_row is not None,
+                    # inside a caller's transaction the setting would reach the caller's commit
+                    relaxed=answer_follows and inbox_row is not None and not connection.in_atomic_block)
     if inbox_row is None:
         params = [session_id, session_id]
     else:
@@ -147,7 +157,7 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
                   session_id, session_id]
     with bound_cursor(connection) as cursor:
         cursor.execute(sql, params)
-        turn_id, text, items = cursor.fetchone()
+        turn_id, text, items = cursor.fetchone()[:3]
     if inbox_row is not None:
         inbox_row.pk = inbox_row.id = turn_id
         inbox_row._state.adding = False
@@ -156,31 +166,33 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
     return session, [{"role": role, "content": content} for role, content in json.loads(items)]
 
 
-_LOAD_SQL: dict[tuple[str, str, bool, int], str] = {}
+_LOAD_SQL: dict[tuple[str, str, bool, bool, int], str] = {}
 
 
-def _load_sql(connection: Any, sessions_table: str, *, inbox: bool) -> str:
+def _load_sql(connection: Any, sessions_table: str, *, inbox: bool, relaxed: bool = False) -> str:
     """Step 1's statement (PostgreSQL), built once per database, table, shape and HISTORY_LIMIT."""
-    key = (connection.alias, sessions_table, inbox, int(conf.get("HISTORY_LIMIT")))
+    key = (connection.alias, sessions_table, inbox, relaxed, int(conf.get("HISTORY_LIMIT")))
     sql = _LOAD_SQL.get(key)
     if sql is None:
-        sql = _LOAD_SQL[key] = _build_load_sql(connection, sessions_table, inbox=inbox)
+        sql = _LOAD_SQL[key] = _build_load_sql(connection, sessions_table, inbox=inbox, relaxed=relaxed)
     return sql
 
 
-def _build_load_sql(connection: Any, sessions_table: str, *, inbox: bool) -> str:
+def _build_load_sql(connection: Any, sessions_table: str, *, inbox: bool, relaxed: bool = False) -> str:
     q = connection.ops.quote_name
     transcript = _transcript_sql(connection, "%s")
     blob = f"(SELECT {blob_select(connection)} FROM {q(sessions_table)} WHERE {q('id')} = %s)"
     if not inbox:
         return f"SELECT NULL, {blob}, {transcript}"
     turns = q(TurnRecord._meta.db_table)
+    # Set for this statement's own transaction only (is_local); read when it commits.
+    relax = ", set_config('synchronous_commit', 'off', true)" if relaxed else ""
     return (
         f"WITH t AS (INSERT INTO {turns} ({q('conversation_id')}, {q('kind')}, {q('input_key')}, {q('input')}, "
         f"{q('status')}, {q('attempts')}, {q('replays')}, {q('error')}, {q('started')}, {q('ended')}, "
         f"{q('outcomes')}, {q('skipped')}, {q('schedule')}, {q('llm_calls')}) "
         f"VALUES (%s, %s, %s, %s::jsonb, 'received', 0, 0, '', '[]', '[]', '[]', '[]', '[]', 0) "
-        f"RETURNING {q('id')}) SELECT (SELECT {q('id')} FROM t), {blob}, {transcript}"
+        f"RETURNING {q('id')}) SELECT (SELECT {q('id')} FROM t), {blob}, {transcript}{relax}"
     )
 
 
@@ -288,7 +300,8 @@ def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_
             if loaded is not None and pending_inbox is None:
                 (session, history), loaded = loaded, None
             else:
-                session, history = load_session_and_history(session_id, store, inbox_row=pending_inbox)
+                session, history = load_session_and_history(session_id, store, inbox_row=pending_inbox,
+                                                            answer_follows=not streaming)
             pending_inbox = None
             silenced = silenced_for(session, stored.get("silenced"))
             if silenced is None:  # a channel's own rule (WhatsApp's 24-hour window)

@@ -72,3 +72,27 @@ def test_run_all_lists_issue_12_targets():
     assert targets[("wakes", "wakes_per_s")] == (">=", 300)
     assert targets[("wakes", "burst_drain_per_s")] == (">=", 700)
     assert targets[("stream", "first_delta_ms")] == ("<=", 5)
+
+
+cpu = _load("falai_bench_cpu", ROOT / "bench" / "hostbench" / "cpu.py")
+
+
+def test_cpu_usage_is_split_per_turn_between_clients_and_server():
+    before = {"clients": 10.0, "server": 4.0, "total": 100.0, "idle": 20.0}
+    after = {"clients": 12.0, "server": 5.0, "total": 110.0, "idle": 21.5}
+    assert cpu.usage(before, after, 1000) == {
+        "client_cpu_ms_per_turn": 2.0, "server_cpu_ms_per_turn": 1.0, "idle_share": 0.15}
+    assert cpu.usage(before, after, 0) == {} and cpu.usage(None, after, 10) == {}
+
+
+def test_a_cpu_snapshot_counts_the_given_processes_as_clients():
+    import os
+
+    if not os.path.exists("/proc/stat"):
+        assert cpu.snapshot(set()) is None
+        return
+    mine = cpu.snapshot({os.getpid()})
+    sum(i * i for i in range(300_000))  # spend some CPU in this process
+    again = cpu.snapshot({os.getpid()})
+    assert again["clients"] >= mine["clients"] and again["total"] > mine["total"]
+    assert cpu.snapshot(set())["clients"] == 0.0

@@ -333,3 +333,54 @@ def test_the_chunk_budget_is_half_the_task_timeout(monkeypatch):
     assert chunk_budget_s() == 20.0
     monkeypatch.setattr(Conf, "TIMEOUT", None)
     assert chunk_budget_s() == 30.0
+
+
+RELAX = "set_config('synchronous_commit', 'off', true)"
+
+
+def test_an_inline_turns_inbox_commit_does_not_wait_for_its_flush_the_result_does(notify_mode):
+    with CaptureQueriesContext(connection) as queries:
+        result = host.handle_message("s1", "oi", id="wamid.1")
+    sql = statements(queries)
+    assert result.status == "done" and len(sql) == 2
+    assert RELAX in sql[0]  # the inbox row: the result's commit below flushes it
+    assert "synchronous_commit" not in sql[1]  # the result: a commit that waits for its flush
+    with connection.cursor() as cursor:  # set for that one transaction only, not the connection
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
+    assert TurnRecord.objects.get(input_key="wamid.1").status == "done"
+
+
+def test_a_turn_inside_a_callers_transaction_leaves_its_commit_synchronous(notify_mode):
+    from django.db import transaction
+
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        result = host.handle_message("s1", "oi", id="wamid.1")
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            inside = cursor.fetchone()[0]
+    assert result.status == "done" and inside == "on"
+    assert not any(RELAX in s for s in statements(queries))
+
+
+def test_a_streamed_turns_inbox_commit_waits_for_its_flush(notify_mode):
+    # A stream shows its text before the result commits: the inbox row must be on disk first.
+    with CaptureQueriesContext(connection) as queries:
+        events = list(host.stream("s1", {"message": "oi", "id": "wamid.1"}))
+    assert events[-1]["done"] and events[-1]["host"].status == "done"
+    assert not any(RELAX in s for s in statements(queries))
+
+
+def test_a_parked_turns_inbox_row_is_committed_again_with_its_reason(notify_mode):
+    # The relaxed inbox commit is followed by the park's own (synchronous) commit.
+    from falai_django.engine.errors import ProviderError
+
+    host.handle_message("s1", "oi", id="wamid.1")
+    failing = agents.scripted_provider(understand=[ProviderError("mock", "overload", "busy")] * 3)
+    agents.use(agents.ana(provider=failing, clock=agents.clock()))
+    with CaptureQueriesContext(connection) as queries:
+        result = host.handle_message("s1", "meu nome é Ana", id="wamid.2")
+    row = TurnRecord.objects.get(input_key="wamid.2")
+    assert result.status == row.status == "retry" and "busy" in row.error
+    sql = statements(queries)
+    assert RELAX in sql[0] and len(sql) >= 2 and "synchronous_commit" not in " ".join(sql[1:])
