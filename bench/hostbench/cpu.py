@@ -26,10 +26,11 @@ def _process_cpu(pid: str) -> tuple[str, float] | None:
     return name, (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
 
 
-def snapshot(pids: set[int]) -> dict[str, float] | None:
+def snapshot(pids: set[int]) -> dict[str, Any] | None:
     if not os.path.exists("/proc/stat"):
         return None
-    clients = server = 0.0
+    clients: dict[int, float] = {}
+    server: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -38,21 +39,27 @@ def snapshot(pids: set[int]) -> dict[str, float] | None:
             continue
         name, seconds = found
         if int(entry) in pids:
-            clients += seconds
+            clients[int(entry)] = seconds
         elif name == "postgres":
-            server += seconds
+            server[int(entry)] = seconds
     with open("/proc/stat") as f:
         ticks = [int(v) for v in f.readline().split()[1:]]
     return {"clients": clients, "server": server, "total": sum(ticks) / _TICK,
             "idle": (ticks[3] + ticks[4]) / _TICK}  # idle + iowait
 
 
-def usage(before: dict[str, float] | None, after: dict[str, float] | None, turns: int) -> dict[str, Any]:
+def _spent(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU used between the snapshots: per process, so one that ended meanwhile (a pgbench
+    backend) takes nothing away; one that started counts from zero."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
+def usage(before: dict[str, Any] | None, after: dict[str, Any] | None, turns: int) -> dict[str, Any]:
     if before is None or after is None or turns <= 0:
         return {}
     elapsed = after["total"] - before["total"]
     return {
-        "client_cpu_ms_per_turn": round((after["clients"] - before["clients"]) * 1000 / turns, 3),
-        "server_cpu_ms_per_turn": round((after["server"] - before["server"]) * 1000 / turns, 3),
+        "client_cpu_ms_per_turn": round(_spent(before["clients"], after["clients"]) * 1000 / turns, 3),
+        "server_cpu_ms_per_turn": round(_spent(before["server"], after["server"]) * 1000 / turns, 3),
         "idle_share": round((after["idle"] - before["idle"]) / elapsed, 3) if elapsed > 0 else None,
     }

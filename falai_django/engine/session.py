@@ -230,6 +230,33 @@ class Run(_BlobModel):
         return out
 
 
+def _holds_float(session: Session) -> bool:
+    """Whether a float sits anywhere a validated session can hold one: its free-form values
+    (`data`, `metadata`, `history`, claim values, a run's `input`, `trigger.payload`) and the
+    unknown keys `trigger` and `waiting` keep. The typed fields are strict str / int."""
+    if _any_float(session.data) or _any_float(session.metadata) or _any_float(session.history):
+        return True
+    if any(_any_float(claim) for claim in session.claims.values()):
+        return True
+    for run in session.runs:
+        if _any_float(run.input) or _any_float(run.trigger.payload) or _any_float(run.trigger.model_extra):
+            return True
+        if run.waiting is not None and _any_float(run.waiting.model_extra):
+            return True
+    return False
+
+
+def _any_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_any_float(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_any_float(v) for v in value)
+    # A model or other object inside a free-form value: its text decides (the slow, exact way).
+    return value is not None and not isinstance(value, (str, int))
+
+
 def _insert_after(mapping: dict[str, Any], after: str, key: str, value: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in mapping.items():
@@ -342,7 +369,10 @@ class Session(_BlobModel):
     def to_json_text(self) -> str:
         """Compact JSON text of `to_json()` (non-ASCII kept), as `JSON.stringify` writes it."""
         text = self.model_dump_json(by_alias=True, exclude_none=True, warnings=self._dump_warnings)
-        if unlike_js_numbers(text):  # a whole float (`1.0`, `1e+16`): JavaScript writes `1`, `1000…`
+        # Only a float can be written unlike JavaScript (`1.0`, `1e+16`: it writes `1`, `1000…`).
+        # Typed fields hold no floats, so the free-form parts are looked at first: cheaper than
+        # scanning the text of a big blob, which is only done when one of them holds a float.
+        if (not self._dump_warnings or _holds_float(self)) and unlike_js_numbers(text):
             return js_json(self.to_json())
         return text
 

@@ -112,6 +112,8 @@ class DjangoStore(Store):
     checked and parsed once by pydantic-core on load, and cast by the server on save.
     """
 
+    _routed: str | None = None  # the router's answer, asked once per store (one turn's)
+
     def __init__(self, using: str | None = None) -> None:
         self.using = using
 
@@ -123,9 +125,13 @@ class DjangoStore(Store):
 
     def db_alias(self) -> str:
         """The database this store writes to (open the turn's transaction on it)."""
-        from django.db import router
+        if self.using:
+            return self.using
+        if self._routed is None:
+            from django.db import router
 
-        return self.using or router.db_for_write(self.get_model_class())
+            self._routed = router.db_for_write(self.get_model_class())
+        return self._routed
 
     _db = db_alias
 

@@ -78,8 +78,9 @@ cpu = _load("falai_bench_cpu", ROOT / "bench" / "hostbench" / "cpu.py")
 
 
 def test_cpu_usage_is_split_per_turn_between_clients_and_server():
-    before = {"clients": 10.0, "server": 4.0, "total": 100.0, "idle": 20.0}
-    after = {"clients": 12.0, "server": 5.0, "total": 110.0, "idle": 21.5}
+    before = {"clients": {1: 10.0}, "server": {7: 4.0, 8: 3.0}, "total": 100.0, "idle": 20.0}
+    # backend 8 ended meanwhile (it takes nothing away), backend 9 started (all of it counts)
+    after = {"clients": {1: 12.0}, "server": {7: 4.75, 9: 0.25}, "total": 110.0, "idle": 21.5}
     assert cpu.usage(before, after, 1000) == {
         "client_cpu_ms_per_turn": 2.0, "server_cpu_ms_per_turn": 1.0, "idle_share": 0.15}
     assert cpu.usage(before, after, 0) == {} and cpu.usage(None, after, 10) == {}
@@ -94,5 +95,6 @@ def test_a_cpu_snapshot_counts_the_given_processes_as_clients():
     mine = cpu.snapshot({os.getpid()})
     sum(i * i for i in range(300_000))  # spend some CPU in this process
     again = cpu.snapshot({os.getpid()})
-    assert again["clients"] >= mine["clients"] and again["total"] > mine["total"]
-    assert cpu.snapshot(set())["clients"] == 0.0
+    assert set(mine["clients"]) == {os.getpid()} and again["total"] > mine["total"]
+    assert again["clients"][os.getpid()] >= mine["clients"][os.getpid()]
+    assert cpu.snapshot(set())["clients"] == {}
