@@ -146,15 +146,22 @@ def run_child(script: Path, timeout: float = 1800, part: str | None = None,
             sys.stderr.write(line)
             sys.stderr.flush()
 
+    # stdout is read by a thread of its own: `communicate()` would also read (and close) stderr,
+    # racing the echo thread for the progress lines.
+    out: list[str] = []
     reader = threading.Thread(target=echo, daemon=True)
+    collector = threading.Thread(target=lambda: out.append(process.stdout.read()), daemon=True)
     reader.start()
+    collector.start()
     try:
-        stdout, _ = process.communicate(timeout=timeout)
+        process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
-        process.communicate()
+        process.wait()
         raise RuntimeError(f"{script.name} --measure {part or ''} took over {timeout:.0f}s") from None
+    collector.join(timeout=10)
     reader.join(timeout=5)
+    stdout = "".join(out)
     if process.returncode != 0:
         raise RuntimeError(f"{script.name} --measure {part or ''} failed:\n{''.join(tail)[-4000:]}")
     return json.loads(stdout.strip().splitlines()[-1])
