@@ -124,7 +124,10 @@ def test_make_run_from_a_clean_clone(tmp_path):
     assert not (clone / "db.sqlite3").exists()
     fresh_venv(clone)
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "GEMINI_", "VIRTUAL_ENV"))}
+    # A fresh machine's environment: no settings module, key or database URL of the test run
+    # (`make run` sets up its own SQLite file; the suite may be running on PostgreSQL).
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("DJANGO_", "GEMINI_", "VIRTUAL_ENV", "DATABASE_URL", "FALAI_TEST_"))}
     env.update(FALAI_DEMO_PORT=str(port), PYTHONUNBUFFERED="1")
     demo = subprocess.Popen(["make", "run"], cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)

@@ -15,7 +15,10 @@ def demo_settings(settings, monkeypatch):
 
     from falai_django import conf
 
-    settings.FALAI = {"AGENT": "demo.support.current_agent", "SENDER": "demo.support.record_send"}
+    # "queue": sends go through django-q2 (in-line here) on any database; "auto" would hand them
+    # to the dispatcher by NOTIFY on PostgreSQL, and none runs here (tests/host covers NOTIFY).
+    settings.FALAI = {"AGENT": "demo.support.current_agent", "SENDER": "demo.support.record_send",
+                      "SEND_HANDOFF": "queue"}
     monkeypatch.setattr(Conf, "SYNC", True)
     conf.clear_cache()
     agent = support.reset()

@@ -84,8 +84,11 @@ def record(message: Any) -> str:
 
 
 def falai_settings(**extra: Any) -> dict[str, Any]:
+    # SEND_HANDOFF "queue": sends go through django-q2 (in-line in these tests) on any database,
+    # not to a dispatcher by NOTIFY (none runs here).
     return {"AGENT": "security.kit.current_agent", "SENDER": "security.kit.record",
-            "WEBHOOK_SECRET": WEBHOOK_SECRET, "SEND_RETRY_BASE_S": 0.01, "TURN_RETRY_BASE_S": 0.01, **extra}
+            "WEBHOOK_SECRET": WEBHOOK_SECRET, "SEND_RETRY_BASE_S": 0.01, "TURN_RETRY_BASE_S": 0.01,
+            "SEND_HANDOFF": "queue", **extra}
 
 
 # ------------------------------------------------------------------------------------ callers
