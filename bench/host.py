@@ -41,6 +41,9 @@ Three parts, each in a child process of its own (its own Django set-up):
    settings), against the shared PostgreSQL server (database `falai_bench`), interleaved with
    `pgbench` at the same client count: `pgbench -n -c N -j N -T 5 -f script` where the script is
    one UPDATE of a 1 KB jsonb on a table of N rows, one row per client (`WHERE id = :client_id`).
+   Before any round is timed, every conversation takes STEADY_TURNS turns, so the rounds at 2 and
+   at 4 clients run on conversations of the same, steady size (the session at the spec's caps, the
+   transcript past HISTORY_LIMIT); `load_grow_turns` says how many turns that took.
    pgbench 5 s, host 5 s (then host first, and so on), three rounds per client count; `host_vs_pgbench_2` / `_4` = the median
    of the rounds' host turns/s ÷ pgbench tps. No worker or dispatcher runs, so the sends are
    not made: a turn ends at its commit and its hand-off (a broker row, or a NOTIFY).
@@ -79,6 +82,9 @@ REDIS_BROKER_URL = os.environ.get("FALAI_BENCH_REDIS_BROKER_URL", "redis://127.0
 MARK = "/* falai-bench */"
 CLIENTS = (2, 4)
 CONVERSATIONS_PER_CLIENT = 50
+# Turns each load conversation takes before any round is timed: at two transcript items a turn,
+# 100 turns pass the default HISTORY_LIMIT (200); the run's caps (50 inputs / outcomes) come first.
+STEADY_TURNS = 100
 
 
 def _sizes() -> dict[str, Any]:
@@ -435,6 +441,9 @@ def measure_load() -> dict[str, Any]:
         pids = {process.pid for process, _conn in pool.workers}
         pool.call("bench.hostbench.clients:warm_host",
                   [{"prefix": f"load{i}-", "conversations": sizes["conversations"]} for i in range(len(pool))])
+        grown = sum(pool.call("bench.hostbench.clients:grow_host", {"turns_per_conversation": STEADY_TURNS},
+                              timeout=1800))
+        progress(f"host load: {grown} turns brought the conversations to their steady size")
         for clients in CLIENTS:
             for r in range(sizes["rounds"]):
                 if r % 2 == 0:  # pgbench then host, then the other way round: a trend in load hits both
@@ -464,7 +473,7 @@ def measure_load() -> dict[str, Any]:
             "SELECT avg(length(blob::text))::int, (SELECT avg(n)::int FROM (SELECT count(*) n FROM falai_history "
             "WHERE conversation_id LIKE 'load%%' GROUP BY conversation_id) c) FROM agent_sessions "
             "WHERE id LIKE 'load%%'").fetchone()
-    out: dict[str, Any] = {"load_rounds": rounds, "load_window_s": sizes["window_s"],
+    out: dict[str, Any] = {"load_rounds": rounds, "load_window_s": sizes["window_s"], "load_grow_turns": grown,
                            "load_conversations_per_client": sizes["conversations"],
                            "load_session_blob_bytes_avg": blob, "load_transcript_items_avg": items}
     for clients in CLIENTS:

@@ -42,6 +42,25 @@ def warm_host(state: dict[str, Any], *, prefix: str, conversations: int) -> int:
     return len(state["sids"])
 
 
+def grow_host(state: dict[str, Any], *, turns_per_conversation: int) -> int:
+    """Bring this worker's conversations to their steady size before anything is timed: each
+    answers "ainda não" `turns_per_conversation` times (the session's run reaches the spec's caps
+    of 50 inputs and outcomes; the transcript passes HISTORY_LIMIT items). Every timed round, at 2
+    clients or 4, then runs on conversations of the same size."""
+    from falai_django import host
+
+    done = 0
+    for _ in range(turns_per_conversation):
+        for sid in state["sids"]:
+            n = state["n"]
+            state["n"] = n + 1
+            result = host.handle(sid, {"message": "ainda não", "id": f"{sid}.{os.getpid()}.{n}"})
+            if result.status != "done":
+                raise RuntimeError(f"turn on {sid} ended {result.status}: {result.error}")
+            done += 1
+    return done
+
+
 def host_turns(state: dict[str, Any], *, start_at: float, seconds: float, worker: int,
                rate: float | None = None, stop_file: str | None = None) -> dict[str, Any]:
     """Inbound message turns through `host.handle`, round robin over this worker's conversations,
