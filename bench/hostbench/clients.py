@@ -47,18 +47,23 @@ def grow_host(state: dict[str, Any], *, turns_per_conversation: int) -> int:
     answers "ainda não" `turns_per_conversation` times (the session's run reaches the spec's caps
     of 50 inputs and outcomes; the transcript passes HISTORY_LIMIT items). Every timed round, at 2
     clients or 4, then runs on conversations of the same size."""
+    turns = turns_per_conversation * len(state["sids"])
+    for _ in range(turns):
+        _next_turn(state)
+    return turns
+
+
+def _next_turn(state: dict[str, Any]) -> None:
+    """One inbound message on this worker's next conversation (round robin); a turn that does not
+    end `done` stops the bench."""
     from falai_django import host
 
-    done = 0
-    for _ in range(turns_per_conversation):
-        for sid in state["sids"]:
-            n = state["n"]
-            state["n"] = n + 1
-            result = host.handle(sid, {"message": "ainda não", "id": f"{sid}.{os.getpid()}.{n}"})
-            if result.status != "done":
-                raise RuntimeError(f"turn on {sid} ended {result.status}: {result.error}")
-            done += 1
-    return done
+    n = state["n"]
+    state["n"] = n + 1
+    sid = state["sids"][n % len(state["sids"])]
+    result = host.handle(sid, {"message": "ainda não", "id": f"{sid}.{os.getpid()}.{n}"})
+    if result.status != "done":
+        raise RuntimeError(f"turn on {sid} ended {result.status}: {result.error}")
 
 
 def host_turns(state: dict[str, Any], *, start_at: float, seconds: float, worker: int,
@@ -67,9 +72,6 @@ def host_turns(state: dict[str, Any], *, start_at: float, seconds: float, worker
     from `start_at` for `seconds` (or until `stop_file` exists): as fast as possible, or paced at
     `rate` turns/s (open loop: the k-th turn is due at start + k / rate; a late client catches up
     at full speed). Counts the turns that finished inside the window."""
-    from falai_django import host
-
-    sids = state["sids"]
     wait_until(start_at)
     end = start_at + seconds
     done, latencies, behind = 0, [], 0.0
@@ -88,14 +90,9 @@ def host_turns(state: dict[str, Any], *, start_at: float, seconds: float, worker
                 behind = max(behind, now - due)
         elif now >= end:
             break
-        n = state["n"]
-        state["n"] = n + 1
-        sid = sids[n % len(sids)]
         t0 = time.monotonic()
-        result = host.handle(sid, {"message": "ainda não", "id": f"{sid}.{os.getpid()}.{n}"})
+        _next_turn(state)
         t1 = time.monotonic()
-        if result.status != "done":
-            raise RuntimeError(f"turn on {sid} ended {result.status}: {result.error}")
         if t1 > end:
             break
         done += 1
