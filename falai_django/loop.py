@@ -151,10 +151,10 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
                     # inside a caller's transaction the setting would reach the caller's commit
                     relaxed=answer_follows and inbox_row is not None and not connection.in_atomic_block)
     if inbox_row is None:
-        params = [session_id, session_id]
+        params = [session_id] * 3
     else:
         params = [session_id, inbox_row.kind, inbox_row.input_key, json.dumps(inbox_row.input, ensure_ascii=False),
-                  session_id, session_id]
+                  *[session_id] * 3]
     with bound_cursor(connection) as cursor:
         cursor.execute(sql, params)
         turn_id, text, items = cursor.fetchone()[:3]
@@ -199,15 +199,24 @@ def _build_load_sql(connection: Any, sessions_table: str, *, inbox: bool, relaxe
 def _transcript_sql(connection: Any, conversation: str) -> str:
     """`load_history` as one PostgreSQL subquery: the last HISTORY_LIMIT items (failed sends left
     out), oldest first, as JSON text of [role, content] pairs (decoding pairs costs less than
-    decoding `{role, content}` objects). `conversation` is SQL (a %s or a column)."""
+    decoding `{role, content}` objects). `conversation` is SQL (a %s or a column).
+
+    The conversation is bounded by `>=` and a row comparison rather than `=` on purpose (see
+    docs/DECISIONS.md H9): with `=` the prepared statement's generic plan may walk the whole
+    table's primary key newest first, skipping everybody else's rows, and a plain range is
+    estimated so small that the whole conversation is read and sorted. In this form the only
+    cheap plan is the conversation's own (conversation_id, id) index, newest first, stopping at
+    the limit; on a small table the planner may still read the conversation and sort it."""
     q = connection.ops.quote_name
     history = q(History._meta.db_table)
     limit = int(conf.get("HISTORY_LIMIT"))
     return (
         f"(SELECT COALESCE(json_agg(json_build_array(h.{q('role')}, h.{q('content')}) ORDER BY h.{q('id')}), "
         f"'[]')::text FROM (SELECT {q('id')}, {q('role')}, {q('content')} FROM {history} "
-        f"WHERE {q('conversation_id')} = {conversation} AND ({q('send_status')} IS NULL "
-        f"OR {q('send_status')} <> 'failed') ORDER BY {q('id')} DESC LIMIT {limit}) h)"
+        f"WHERE {q('conversation_id')} >= {conversation} "
+        f"AND ({q('conversation_id')}, {q('id')}) <= ({conversation}, 9223372036854775807) "
+        f"AND ({q('send_status')} IS NULL OR {q('send_status')} <> 'failed') "
+        f"ORDER BY {q('conversation_id')} DESC, {q('id')} DESC LIMIT {limit}) h)"
     )
 
 

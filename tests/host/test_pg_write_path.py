@@ -384,3 +384,67 @@ def test_a_parked_turns_inbox_row_is_committed_again_with_its_reason(notify_mode
     assert result.status == row.status == "retry" and "busy" in row.error
     sql = statements(queries)
     assert RELAX in sql[0] and len(sql) >= 2 and "synchronous_commit" not in " ".join(sql[1:])
+
+
+def _generic_transcript_plan(conversation: str) -> str:
+    """EXPLAIN ANALYZE of the turn's transcript read as a prepared statement's generic plan (the
+    plan psycopg's prepared statements end up with), on one conversation."""
+    from falai_django.loop import _transcript_sql
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            cursor.execute(f"PREPARE falai_transcript_plan(text) AS SELECT {_transcript_sql(connection, '$1')}")
+            cursor.execute("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE falai_transcript_plan(%s)", [conversation])
+            return "\n".join(row[0] for row in cursor.fetchall())
+        finally:
+            cursor.execute("DEALLOCATE ALL")
+            cursor.execute("RESET plan_cache_mode")
+
+
+@pytest.mark.parametrize(("CONVERSATIONS", "ITEMS"), [(20, 700), (3, 700)])
+def test_a_long_conversations_transcript_is_read_newest_first_through_its_index(notify_mode, CONVERSATIONS, ITEMS):
+    """Long conversations, interleaved, with fresh statistics (what autovacuum gives a running
+    server): the generic plan reads the conversation's own index entries only, and on a table of
+    some size walks them newest first and stops at HISTORY_LIMIT. Written as
+    `conversation_id = $1 ORDER BY id DESC`, the planner walked the whole table's primary key
+    newest first, skipping the other conversations' rows (a read that grows with everybody's
+    traffic); as `conversation_id BETWEEN $1 AND $1` it read and sorted the whole conversation."""
+    from django.utils import timezone
+
+    sids = [f"long-{n}" for n in range(CONVERSATIONS)]
+    for sid in sids:
+        host.handle_message(sid, "oi", id=f"{sid}.0")
+    now = timezone.now()
+    History.objects.bulk_create(
+        [History(conversation_id=sids[n % CONVERSATIONS], role="user", content=f"m{n}", at=now)
+         for n in range(CONVERSATIONS * ITEMS)], batch_size=2000)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {History._meta.db_table}")
+    plan = _generic_transcript_plan("long-1")
+    assert "falai_hist_conv_id" in plan and "falai_history_pkey" not in plan, plan
+    removed = [int(line.split(":")[1]) for line in plan.splitlines() if "Rows Removed by Filter" in line]
+    assert sum(removed) == 0, plan  # no other conversation's row was looked at
+    if CONVERSATIONS * ITEMS > 10_000:  # on a table this size, nor the whole conversation read and sorted
+        assert "Index Scan Backward using falai_hist_conv_id" in plan and " rows=200 " in plan, plan
+        assert "Sort" not in plan.replace("Sort Key", ""), plan
+    _session, transcript = host.load_session_and_history("long-1")
+    newest = max(n for n in range(CONVERSATIONS * ITEMS) if n % CONVERSATIONS == 1)
+    assert len(transcript) == 200 and transcript[-1]["content"] == f"m{newest}"
+    assert transcript == host.load_history("long-1")  # the ORM's reading, used off PostgreSQL
+
+
+def test_a_saved_session_blob_is_compressed_with_lz4(notify_mode):
+    """Migration 0007: a blob past the TOAST threshold is compressed with lz4, not pglz."""
+    host.handle_message("big", "oi", id="big.0")
+    for n in range(1, 30):  # the run's inputs and outcomes grow the blob past 2 KB
+        host.handle_message("big", f"mensagem {n}", id=f"big.{n}")
+    table = Session._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'")
+        if not cursor.fetchone()[0]:
+            pytest.skip("this PostgreSQL was built without lz4; the migration leaves pglz")
+        cursor.execute(f"SELECT length(blob::text), pg_column_compression(blob) FROM {table} WHERE id = %s", ["big"])
+        size, method = cursor.fetchone()
+    assert size > 2048, size
+    assert method == "lz4"
