@@ -409,9 +409,9 @@ def _pgbench_table(dsn: str, rows: int) -> str:
 
 def _vacuum_analyze(dsn: str, extra: list[str]) -> None:
     """What autovacuum does to a running server's tables, done once after the growth phase: the
-    planner gets statistics of the grown tables (without them it reads a long conversation's whole
-    transcript and sorts it) and the grown tables lose their dead rows. Servers here may run with
-    autovacuum off (this machine's does), so the bench does not wait for it."""
+    planner gets statistics of the grown tables (without them its plans follow whatever the
+    emptied tables kept from an earlier run) and the grown tables lose their dead rows. Servers
+    here may run with autovacuum off (this machine's does), so the bench does not wait for it."""
     import psycopg
 
     from bench.hostbench import falai_tables

@@ -150,11 +150,9 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
     sql = _load_sql(connection, store.get_model_class()._meta.db_table, inbox=inbox_row is not None,
                     # inside a caller's transaction the setting would reach the caller's commit
                     relaxed=answer_follows and inbox_row is not None and not connection.in_atomic_block)
-    if inbox_row is None:
-        params = [session_id] * 3
-    else:
-        params = [session_id, inbox_row.kind, inbox_row.input_key, json.dumps(inbox_row.input, ensure_ascii=False),
-                  *[session_id] * 3]
+    head = [] if inbox_row is None else [
+        session_id, inbox_row.kind, inbox_row.input_key, json.dumps(inbox_row.input, ensure_ascii=False)]
+    params = head + [session_id] * (sql.count("%s") - len(head))  # the blob's and the transcript's
     with bound_cursor(connection) as cursor:
         cursor.execute(sql, params)
         turn_id, text, items = cursor.fetchone()[:3]

@@ -402,8 +402,8 @@ def _generic_transcript_plan(conversation: str) -> str:
             cursor.execute("RESET plan_cache_mode")
 
 
-@pytest.mark.parametrize(("CONVERSATIONS", "ITEMS"), [(20, 700), (3, 700)])
-def test_a_long_conversations_transcript_is_read_newest_first_through_its_index(notify_mode, CONVERSATIONS, ITEMS):
+@pytest.mark.parametrize(("conversations", "items"), [(20, 700), (3, 700)])
+def test_a_long_conversations_transcript_is_read_newest_first_through_its_index(notify_mode, conversations, items):
     """Long conversations, interleaved, with fresh statistics (what autovacuum gives a running
     server): the generic plan reads the conversation's own index entries only, and on a table of
     some size walks them newest first and stops at HISTORY_LIMIT. Written as
@@ -412,24 +412,24 @@ def test_a_long_conversations_transcript_is_read_newest_first_through_its_index(
     traffic); as `conversation_id BETWEEN $1 AND $1` it read and sorted the whole conversation."""
     from django.utils import timezone
 
-    sids = [f"long-{n}" for n in range(CONVERSATIONS)]
+    sids = [f"long-{n}" for n in range(conversations)]
     for sid in sids:
         host.handle_message(sid, "oi", id=f"{sid}.0")
     now = timezone.now()
     History.objects.bulk_create(
-        [History(conversation_id=sids[n % CONVERSATIONS], role="user", content=f"m{n}", at=now)
-         for n in range(CONVERSATIONS * ITEMS)], batch_size=2000)
+        [History(conversation_id=sids[n % conversations], role="user", content=f"m{n}", at=now)
+         for n in range(conversations * items)], batch_size=2000)
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {History._meta.db_table}")
     plan = _generic_transcript_plan("long-1")
     assert "falai_hist_conv_id" in plan and "falai_history_pkey" not in plan, plan
     removed = [int(line.split(":")[1]) for line in plan.splitlines() if "Rows Removed by Filter" in line]
     assert sum(removed) == 0, plan  # no other conversation's row was looked at
-    if CONVERSATIONS * ITEMS > 10_000:  # on a table this size, nor the whole conversation read and sorted
+    if conversations * items > 10_000:  # on a table this size, nor the whole conversation read and sorted
         assert "Index Scan Backward using falai_hist_conv_id" in plan and " rows=200 " in plan, plan
         assert "Sort" not in plan.replace("Sort Key", ""), plan
     _session, transcript = host.load_session_and_history("long-1")
-    newest = max(n for n in range(CONVERSATIONS * ITEMS) if n % CONVERSATIONS == 1)
+    newest = max(n for n in range(conversations * items) if n % conversations == 1)
     assert len(transcript) == 200 and transcript[-1]["content"] == f"m{newest}"
     assert transcript == host.load_history("long-1")  # the ORM's reading, used off PostgreSQL
 
