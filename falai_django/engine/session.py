@@ -45,7 +45,7 @@ from pydantic import (
     model_validator,
     with_config,
 )
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 from typing_extensions import TypedDict
 
 from .errors import InvalidSessionError
@@ -188,6 +188,7 @@ def _is_blob(info: ValidationInfo) -> bool:
 
 _RUN_REQUIRED = ("id", "flowId", "anchor", "dedupeKey", "stepId", "status", "trigger", "hop", "startedAt",
                  "asked", "visits", "outcomes")
+_RUN_REQUIRED_FIELDS = frozenset(to_snake(key) for key in _RUN_REQUIRED)
 
 
 class Run(_BlobModel):
@@ -210,16 +211,18 @@ class Run(_BlobModel):
     visits: dict[str, int] = Field(default_factory=dict)
     outcomes: list[StepOutcome] = Field(default_factory=list)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _blob_keys_present(cls, value: Any, info: ValidationInfo) -> Any:
-        # A stored blob must carry every key; Python callers may rely on the defaults.
-        if _is_blob(info) and isinstance(value, dict):
-            if not all(k in value for k in _RUN_REQUIRED):
+    @model_validator(mode="after")
+    def _blob_keys_present(self, info: ValidationInfo) -> Run:
+        # A stored blob must carry every key; Python callers may rely on the defaults. Checked
+        # after the fields, from the keys that were given: a "before" check would make
+        # pydantic-core build the whole run as Python objects and validate it a second time.
+        if _is_blob(info):
+            given = self.__pydantic_fields_set__
+            if not given.issuperset(_RUN_REQUIRED_FIELDS):
                 raise ValueError("a run blob lacks a required key")
-            if value.get("waiting", 0) is None:
+            if self.waiting is None and "waiting" in given:
                 raise ValueError("waiting is null")
-        return value
+        return self
 
     @model_serializer(mode="wrap")
     def _keep_null_step(self, handler: Any) -> dict[str, Any]:
@@ -273,6 +276,8 @@ def _insert_after(mapping: dict[str, Any], after: str, key: str, value: Any) -> 
 # the slower exact encoder used.
 
 _SESSION_REQUIRED = ("id", "v", "version", "data", "runs", "claims", "inputs", "metadata")
+_SESSION_REQUIRED_FIELDS = frozenset(_SESSION_REQUIRED)
+_ABSENT_NOT_NULL = ("last_user_at", "last_assistant_at", "history")
 
 
 class Session(_BlobModel):
@@ -299,18 +304,17 @@ class Session(_BlobModel):
     # they are written back as read, which pydantic would otherwise warn about.
     _dump_warnings: ClassVar[bool] = True
 
-    @model_validator(mode="before")
-    @classmethod
-    def _blob_keys_present(cls, value: Any, info: ValidationInfo) -> Any:
+    @model_validator(mode="after")
+    def _blob_keys_present(self, info: ValidationInfo) -> Session:
         # In a stored blob every key is there, and absent differs from null: a null
-        # lastUserAt / lastAssistantAt / history fails.
-        if _is_blob(info) and isinstance(value, dict):
-            if not all(k in value for k in _SESSION_REQUIRED):
+        # lastUserAt / lastAssistantAt / history fails. (After the fields, as on `Run`.)
+        if _is_blob(info):
+            given = self.__pydantic_fields_set__
+            if not given.issuperset(_SESSION_REQUIRED_FIELDS):
                 raise ValueError("a session blob lacks a required key")
-            if (value.get("lastUserAt", 0) is None or value.get("lastAssistantAt", 0) is None
-                    or value.get("history", 0) is None):
+            if any(getattr(self, name) is None and name in given for name in _ABSENT_NOT_NULL):
                 raise ValueError("null where a key must be absent")
-        return value
+        return self
 
     # -- construction ------------------------------------------------------------------------
 
@@ -329,7 +333,7 @@ class Session(_BlobModel):
         """
         if isinstance(blob, dict):
             try:
-                session = cls.model_validate(blob, context=_BLOB)
+                session = cls.model_validate(blob, context=_BLOB, by_name=False)
             except ValidationError:
                 return cls._from_checked(blob, session_id)
             if session_id is not None and session.id != session_id:
@@ -341,7 +345,7 @@ class Session(_BlobModel):
     def from_json_text(cls, text: str | bytes, session_id: str | None = None) -> Session:
         """Like `from_json` for JSON text (what MemoryStore, SQLite and Redis hold)."""
         try:
-            session = cls.model_validate_json(text, context=_BLOB)
+            session = cls.model_validate_json(text, context=_BLOB, by_name=False)
         except ValidationError:
             try:
                 blob = json.loads(text)
@@ -356,7 +360,7 @@ class Session(_BlobModel):
     def _from_checked(cls, blob: Any, session_id: str | None) -> Session:
         normalised = assert_session(blob, session_id)
         try:
-            return cls.model_validate(normalised, context=_BLOB)
+            return cls.model_validate(normalised, context=_BLOB, by_name=False)
         except ValidationError:  # deeper content upstream trusts unchecked: take it as it is
             return _loose_session(normalised)
 
@@ -567,7 +571,7 @@ def _loose_part(model: type[_BlobModel], raw: dict[str, Any]) -> Any:
     model when it fits, else held as read: a missing key reads None (and stays absent), a value
     of another type is kept and written back as it is."""
     try:
-        return model.model_validate(raw, context=_BLOB)
+        return model.model_validate(raw, context=_BLOB, by_name=False)
     except ValidationError:
         values = {name: None for name, info in model.model_fields.items() if info.is_required()}
         values.update(raw)

@@ -241,3 +241,25 @@ def test_a_loosely_loaded_session_goes_through_turns(blob):
     woke = agent.turn(session_id="s1", wake=odd["runs"][1]["waiting"]["key"],
                       session=Session.from_json(r.session.to_json(), "s1"), history=[])
     assert "no-reply" in [o.code for o in woke.outcomes]  # the wake found its run by the kept key
+
+
+def test_a_run_key_under_its_python_name_is_not_the_stored_key(blob):
+    # A blob is read by its camelCase keys only: `flow_id` does not stand in for `flowId`.
+    run = blob["runs"][0]
+    run["flow_id"] = run.pop("flowId")
+    assert reason_of(blob) == "runs[0].flowId is missing, expected text"
+
+
+def test_a_session_key_under_its_python_name_is_dropped_like_any_unknown_key(blob):
+    blob["last_user_at"] = blob.pop("lastUserAt")
+    for session in (Session.from_json(copy.deepcopy(blob), "s1"), Session.from_json_text(json.dumps(blob), "s1")):
+        assert session.last_user_at is None
+        assert "lastUserAt" not in session.to_json() and "last_user_at" not in session.to_json()
+
+
+def test_python_callers_still_build_parts_by_attribute_name():
+    # The camelCase-only reading is for stored blobs; models built in code keep their names.
+    from falai_django.engine.session import StepOutcome
+
+    line = StepOutcome.model_validate({"run_id": "r1", "kind": "collect", "status": "ok", "at": "2026-01-01T00:00:00.000Z"})
+    assert line.run_id == "r1" and line.to_json()["runId"] == "r1"
