@@ -154,6 +154,7 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
         session_id, inbox_row.kind, inbox_row.input_key, json.dumps(inbox_row.input, ensure_ascii=False)]
     params = head + [session_id] * (sql.count("%s") - len(head))  # the blob's and the transcript's
     with bound_cursor(connection) as cursor:
+        _binary_results(cursor)
         cursor.execute(sql, params)
         turn_id, text, items = cursor.fetchone()[:3]
     if inbox_row is not None:
@@ -161,7 +162,24 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
         inbox_row._state.adding = False
         inbox_row._state.db = store.db_alias()
     session = read_blob_text(text, session_id) if text is not None else None  # a broken row raises: loud
-    return session, [{"role": role, "content": content} for role, content in json.loads(items)]
+    return session, _history_items(items)
+
+
+def _binary_results(cursor: Any) -> None:
+    """Ask for this statement's results in PostgreSQL's binary format: the transcript's two text
+    arrays then arrive as lengths and bytes, with nothing for the server to escape or for the
+    driver to unescape (text columns read the same either way)."""
+    from psycopg.pq import Format
+
+    cursor.cursor.format = Format.BINARY
+
+
+def _history_items(arrays: list[list[str]]) -> list[dict[str, str]]:
+    """`_transcript_sql`'s [roles, contents] as history items (an empty array: no transcript)."""
+    if not arrays:
+        return []
+    roles, contents = arrays
+    return [{"role": role, "content": content} for role, content in zip(roles, contents, strict=True)]
 
 
 _LOAD_SQL: dict[tuple[str, str, bool, bool, int], str] = {}
@@ -196,8 +214,9 @@ def _build_load_sql(connection: Any, sessions_table: str, *, inbox: bool, relaxe
 
 def _transcript_sql(connection: Any, conversation: str) -> str:
     """`load_history` as one PostgreSQL subquery: the last HISTORY_LIMIT items (failed sends left
-    out), oldest first, as JSON text of [role, content] pairs (decoding pairs costs less than
-    decoding `{role, content}` objects). `conversation` is SQL (a %s or a column).
+    out), oldest first, as a two-row text array `[roles, contents]` (`{}` when there are none),
+    read in binary by `_binary_results`: cheaper for both sides than JSON text of the pairs, which
+    the server has to escape and the client to parse. `conversation` is SQL (a %s or a column).
 
     The conversation is bounded by `>=` and a row comparison rather than `=` on purpose (see
     docs/DECISIONS.md H9): with `=` the prepared statement's generic plan may walk the whole
@@ -209,8 +228,8 @@ def _transcript_sql(connection: Any, conversation: str) -> str:
     history = q(History._meta.db_table)
     limit = int(conf.get("HISTORY_LIMIT"))
     return (
-        f"(SELECT COALESCE(json_agg(json_build_array(h.{q('role')}, h.{q('content')}) ORDER BY h.{q('id')}), "
-        f"'[]')::text FROM (SELECT {q('id')}, {q('role')}, {q('content')} FROM {history} "
+        f"(SELECT ARRAY[array_agg(h.{q('role')} ORDER BY h.{q('id')}), array_agg(h.{q('content')} ORDER BY h.{q('id')})] "
+        f"FROM (SELECT {q('id')}, {q('role')}, {q('content')} FROM {history} "
         f"WHERE {q('conversation_id')} >= {conversation} "
         f"AND ({q('conversation_id')}, {q('id')}) <= ({conversation}, 9223372036854775807) "
         f"AND ({q('send_status')} IS NULL OR {q('send_status')} <> 'failed') "
@@ -240,6 +259,7 @@ def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tu
         f"WHERE w.{q('id')} = ANY(%s) AND w.{q('state')} <> 'done' ORDER BY w.{q('at')}, w.{q('id')}"
     )
     with bound_cursor(connection) as cursor:
+        _binary_results(cursor)
         cursor.execute(sql, [list(wake_ids)])
         found = cursor.fetchall()
     out, seen = [], set()
@@ -248,7 +268,7 @@ def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tu
         if sid not in seen and text is not None:
             seen.add(sid)
             try:
-                loaded = (read_blob_text(text, sid), [{"role": r, "content": c} for r, c in json.loads(items)])
+                loaded = (read_blob_text(text, sid), _history_items(items))
             except Exception:  # noqa: BLE001 - a broken row: the turn reads it again and fails loudly
                 loaded = None
         out.append((sid, key, loaded))

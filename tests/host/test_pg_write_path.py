@@ -434,6 +434,38 @@ def test_a_long_conversations_transcript_is_read_newest_first_through_its_index(
     assert transcript == host.load_history("long-1")  # the ORM's reading, used off PostgreSQL
 
 
+def test_the_transcript_read_in_binary_keeps_every_character_and_its_order(notify_mode):
+    """The load statement reads the transcript as two text arrays in binary: text that array or
+    JSON syntax would escape (quotes, braces, commas, backslashes, newlines, NULs aside) and
+    non-ASCII arrive as written, in order, and the wake chunk's read gives the same."""
+    from django.utils import timezone
+
+    from falai_django.loop import load_wakes
+
+    host.handle_message("odd", "oi", id="odd.0")
+    odd = ['a "quoted", {braced} text', "back\\slash \\N NULL", "linha 1\nlinha 2\ttab", "não, é só", "",
+           "emoji \U0001F600 and \u00e7", "NULL"]
+    now = timezone.now()
+    History.objects.bulk_create([History(conversation_id="odd", role=("user", "assistant", "system")[n % 3],
+                                         content=text, at=now) for n, text in enumerate(odd)])
+    _session, transcript = host.load_session_and_history("odd")
+    assert transcript[-len(odd):] == [{"role": ("user", "assistant", "system")[n % 3], "content": text}
+                                      for n, text in enumerate(odd)]
+    assert transcript == host.load_history("odd")
+    Wake.objects.create(conversation_id="odd", key="odd-wake", at=now, state="pending", attempts=0)
+    [(sid, key, loaded)] = load_wakes(list(Wake.objects.filter(conversation_id="odd").values_list("id", flat=True)))
+    assert (sid, key) == ("odd", "odd-wake") and loaded is not None and loaded[1] == transcript
+
+
+def test_a_conversation_without_a_transcript_reads_an_empty_one(notify_mode):
+    """No transcript rows at all: the arrays come back empty (not NULL) and read as []."""
+    from falai_django.engine.session import Session as Blob
+
+    Session.objects.create(id="bare", version=1, blob={**Blob.fresh("bare").to_json(), "version": 1})
+    session, transcript = host.load_session_and_history("bare")
+    assert session is not None and session.id == "bare" and transcript == []
+
+
 def test_a_saved_session_blob_is_compressed_with_lz4(notify_mode):
     """Migration 0007: a blob past the TOAST threshold is compressed with lz4, not pglz."""
     host.handle_message("big", "oi", id="big.0")
