@@ -132,7 +132,7 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
     """Step 1 of the loop: the stored session (or None) and the transcript before this input.
 
     With `inbox_row` (unsaved) the row is written first. On PostgreSQL all of it is one
-    statement: the INSERT in a CTE, the blob as text, the transcript as one JSON array.
+    statement: the INSERT in a CTE, the blob as text, the transcript as two text arrays (binary).
 
     `answer_follows`: the caller is told nothing until this process commits again (the result,
     or the row marked parked / failed / unchanged), so the inbox row's commit does not wait for
