@@ -153,8 +153,7 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
     head = [] if inbox_row is None else [
         session_id, inbox_row.kind, inbox_row.input_key, json.dumps(inbox_row.input, ensure_ascii=False)]
     params = head + [session_id] * (sql.count("%s") - len(head))  # the blob's and the transcript's
-    with bound_cursor(connection) as cursor:
-        _binary_results(cursor)
+    with bound_cursor(connection, binary_results=True) as cursor:
         cursor.execute(sql, params)
         turn_id, text, items = cursor.fetchone()[:3]
     if inbox_row is not None:
@@ -163,15 +162,6 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
         inbox_row._state.db = store.db_alias()
     session = read_blob_text(text, session_id) if text is not None else None  # a broken row raises: loud
     return session, _history_items(items)
-
-
-def _binary_results(cursor: Any) -> None:
-    """Ask for this statement's results in PostgreSQL's binary format: the transcript's two text
-    arrays then arrive as lengths and bytes, with nothing for the server to escape or for the
-    driver to unescape (text columns read the same either way)."""
-    from psycopg.pq import Format
-
-    cursor.cursor.format = Format.BINARY
 
 
 def _history_items(arrays: list[list[str]]) -> list[dict[str, str]]:
@@ -215,8 +205,9 @@ def _build_load_sql(connection: Any, sessions_table: str, *, inbox: bool, relaxe
 def _transcript_sql(connection: Any, conversation: str) -> str:
     """`load_history` as one PostgreSQL subquery: the last HISTORY_LIMIT items (failed sends left
     out), oldest first, as a two-row text array `[roles, contents]` (`{}` when there are none),
-    read in binary by `_binary_results`: cheaper for both sides than JSON text of the pairs, which
-    the server has to escape and the client to parse. `conversation` is SQL (a %s or a column).
+    read in binary (`bound_cursor(binary_results=True)`): cheaper for both sides than JSON text
+    of the pairs, which the server has to escape and the client to parse. `conversation` is SQL
+    (a %s or a column).
 
     The conversation is bounded by `>=` and a row comparison rather than `=` on purpose (see
     docs/DECISIONS.md H9): with `=` the prepared statement's generic plan may walk the whole
@@ -258,8 +249,7 @@ def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tu
         f"FROM {wakes} w LEFT JOIN {sessions} s ON s.{q('id')} = w.{q('conversation_id')} "
         f"WHERE w.{q('id')} = ANY(%s) AND w.{q('state')} <> 'done' ORDER BY w.{q('at')}, w.{q('id')}"
     )
-    with bound_cursor(connection) as cursor:
-        _binary_results(cursor)
+    with bound_cursor(connection, binary_results=True) as cursor:
         cursor.execute(sql, [list(wake_ids)])
         found = cursor.fetchall()
     out, seen = [], set()

@@ -45,7 +45,7 @@ from pydantic import (
     model_validator,
     with_config,
 )
-from pydantic.alias_generators import to_camel, to_snake
+from pydantic.alias_generators import to_camel
 from typing_extensions import TypedDict
 
 from .errors import InvalidSessionError
@@ -186,9 +186,9 @@ def _is_blob(info: ValidationInfo) -> bool:
     return info.context is not None and info.context.get("blob") is True
 
 
-_RUN_REQUIRED = ("id", "flowId", "anchor", "dedupeKey", "stepId", "status", "trigger", "hop", "startedAt",
-                 "asked", "visits", "outcomes")
-_RUN_REQUIRED_FIELDS = frozenset(to_snake(key) for key in _RUN_REQUIRED)
+# The attributes a stored run must carry (the blob's `flowId`, `dedupeKey`, `stepId`, `startedAt`...).
+_RUN_REQUIRED_FIELDS = frozenset({"id", "flow_id", "anchor", "dedupe_key", "step_id", "status", "trigger", "hop",
+                                  "started_at", "asked", "visits", "outcomes"})
 
 
 class Run(_BlobModel):
@@ -275,8 +275,7 @@ def _insert_after(mapping: dict[str, Any], after: str, key: str, value: Any) -> 
 # exponent form JavaScript writes in plain digits ("1e+16", "1e-6"). Rare, so only then is
 # the slower exact encoder used.
 
-_SESSION_REQUIRED = ("id", "v", "version", "data", "runs", "claims", "inputs", "metadata")
-_SESSION_REQUIRED_FIELDS = frozenset(_SESSION_REQUIRED)
+_SESSION_REQUIRED_FIELDS = frozenset({"id", "v", "version", "data", "runs", "claims", "inputs", "metadata"})
 _ABSENT_NOT_NULL = ("last_user_at", "last_assistant_at", "history")
 
 

@@ -176,23 +176,32 @@ def conflict(cursor: Any, connection: Any, model: Any, session_id: str, expected
     return SessionConflictError(session_id, expected_version, None if row is None else row[0])
 
 
-def bound_cursor(connection: Any) -> Any:
+def bound_cursor(connection: Any, *, binary_results: bool = False) -> Any:
     """A cursor whose parameters travel apart from the statement on PostgreSQL (server-side
     binding), so a large blob is not escaped into the SQL text; Django's own cursor elsewhere.
+
+    `binary_results` (PostgreSQL): results come in the server's binary format, where text arrays
+    travel as lengths and bytes with nothing to escape or unescape (text columns read the same).
 
     psycopg prepares a statement on the server once it has run `prepare_threshold` times on a
     connection (5 unless the database's OPTIONS say otherwise): the host's few hot statements are
     then neither parsed nor planned again. Behind a transaction-pooling PgBouncer older than 1.21
     set `OPTIONS = {"prepare_threshold": None}`; nothing is prepared then. The cursor is wrapped
     like Django's, so query logging and `execute_wrapper` still see it."""
-    if connection.vendor != "postgresql" or connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
-        return connection.cursor()  # not PostgreSQL, or Django's cursors bind server-side already
-    from django.db.backends.utils import CursorWrapper
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    if connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
+        cursor = connection.cursor()  # Django's cursors bind server-side already
+    else:
+        from django.db.backends.utils import CursorWrapper
 
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    wrapper = _debug_wrapper() if connection.queries_logged else CursorWrapper
-    return wrapper(_cursor_class()(connection.connection), connection)
+        connection.close_if_health_check_failed()
+        connection.ensure_connection()
+        wrapper = _debug_wrapper() if connection.queries_logged else CursorWrapper
+        cursor = wrapper(_cursor_class()(connection.connection), connection)
+    if binary_results:
+        cursor.cursor.format = _binary_format()
+    return cursor
 
 
 @functools.cache
@@ -200,6 +209,13 @@ def _cursor_class() -> Any:  # looked up on first use: importing this module nee
     import psycopg
 
     return psycopg.Cursor
+
+
+@functools.cache
+def _binary_format() -> Any:
+    from psycopg.pq import Format
+
+    return Format.BINARY
 
 
 @functools.cache
