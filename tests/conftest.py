@@ -99,6 +99,27 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, t
         db.setdefault("TEST", {})["NAME"] = f"test_falai_{os.getpid()}"
 
 
+@pytest.fixture
+def demo_settings(settings, monkeypatch):
+    """The demo agent (Ana: offline, fake clock) behind the host, with a recording sender standing
+    for a project's channel (`demo.support.record_send`); django-q2 runs tasks in-line. Yields the
+    agent, reset. Used by tests/demo, tests/newcomer and tests/api_list."""
+    from demo import support
+    from django_q.conf import Conf
+
+    from falai_django import conf
+
+    # "queue": sends go through django-q2 (in-line here) on any database; "auto" would hand them
+    # to the dispatcher by NOTIFY on PostgreSQL, and none runs here (tests/host covers NOTIFY).
+    settings.FALAI = {"AGENT": "demo.support.current_agent", "SENDER": "demo.support.record_send",
+                      "SEND_HANDOFF": "queue"}
+    monkeypatch.setattr(Conf, "SYNC", True)  # django-q2 reads Q_CLUSTER once, at import
+    conf.clear_cache()
+    agent = support.reset()
+    yield agent
+    conf.clear_cache()
+
+
 @pytest.fixture(autouse=True)
 def _database_flows_off_outside_their_tests(request, monkeypatch):
     """The running agent checks the flows table at most once every FLOWS_RELOAD_S per process

@@ -10,8 +10,8 @@ older PostgreSQL or one built without lz4) nothing changes. See docs/DECISIONS.m
 from django.db import migrations
 
 
-def _lz4_available(schema_editor) -> bool:
-    connection = schema_editor.connection
+def lz4_available(connection) -> bool:
+    """Whether this database can store a column with lz4 (tests/host/test_pg_write_path.py asks too)."""
     if connection.vendor != "postgresql" or connection.pg_version < 140000:
         return False
     with connection.cursor() as cursor:
@@ -22,7 +22,7 @@ def _lz4_available(schema_editor) -> bool:
 
 def _set_compression(method: str):
     def run(apps, schema_editor) -> None:
-        if not _lz4_available(schema_editor):
+        if not lz4_available(schema_editor.connection):
             return
         model = apps.get_model("falai_django", "Session")
         quote = schema_editor.quote_name

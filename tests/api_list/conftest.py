@@ -6,21 +6,6 @@ import pytest
 
 
 @pytest.fixture
-def demo_settings(settings, monkeypatch):
-    from demo import support
-    from django_q.conf import Conf
-
-    from falai_django import conf
-
-    settings.FALAI = {"AGENT": "demo.support.current_agent", "SENDER": "demo.support.record_send"}
-    monkeypatch.setattr(Conf, "SYNC", True)
-    conf.clear_cache()
-    agent = support.reset()
-    yield agent
-    conf.clear_cache()
-
-
-@pytest.fixture
 def api(demo_settings, django_user_model):
     from rest_framework.test import APIClient
 

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,18 @@ def falai_settings(settings, monkeypatch):
 # test_pg_*.py need PostgreSQL (row locks, SKIP LOCKED, real concurrency): collected only in the
 # PostgreSQL run, which tests/host/test_postgres.py starts; that runner is not collected inside it.
 collect_ignore_glob = ["test_postgres.py"] if ON_POSTGRES else ["test_pg_*.py"]
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test_pg_*.py file named on the command line is collected all the same (collect_ignore
+    only applies to folders); outside the PostgreSQL run it would run on SQLite and fail for
+    the wrong reason, so it is skipped, saying how to run it."""
+    if ON_POSTGRES:
+        return
+    skip = pytest.mark.skip(reason=(
+        "LOUD SKIP: PostgreSQL-only test file run outside the PostgreSQL run; run tests/host/test_postgres.py, "
+        "or set FALAI_TEST_DB=postgres and DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test "
+        "(pytest -o addopts= -p no:cacheprovider -p no:logging)"))
+    for item in items:
+        if item.path.name.startswith("test_pg_") and item.path.parent == Path(__file__).parent:
+            item.add_marker(skip)
