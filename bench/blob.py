@@ -16,7 +16,7 @@ turn → row, measured in a child process with Django set up (bench settings, da
 `falai_bench`) by calling the functions the host calls (looked up in `host_blob_path`):
 
 - read: the blob text exactly as PostgreSQL hands it to the host (`blob::text` of the stored row:
-  jsonb's own output form), through the host's reader (`stores.django.read_blob_text`);
+  jsonb's own output form), through the host's reader (`models.sql.read_blob_text`);
 - copy: the engine's working copy inside `turn()`: the copy-on-write `state.working_copy` plus
   `copy_run` of the one run a message turn changes (before that engine, `Session.copy_deep`);
 - write: what the host does to put the session back into the UPDATE: `stamped` (version + JSON
@@ -112,10 +112,15 @@ def host_blob_path() -> dict[str, Any]:
     from django.db import connection
 
     from falai_django.engine.session import Session as EngineSession
-    from falai_django.stores import django as django_store
     from falai_django.stores.base import stamped
+    from falai_django.stores.django import DjangoStore
 
-    store = django_store.DjangoStore()
+    try:  # the session row's statements
+        from falai_django.models import sql as django_store
+    except ImportError:  # before the package was grouped by domain they sat beside the store
+        from falai_django.stores import django as django_store
+
+    store = DjangoStore()
     model = store.get_model_class()
     connection.ensure_connection()
     import psycopg

@@ -46,9 +46,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from falai_django.providers.base import GenerateInput, GenerateParameters  # noqa: E402
+from falai_django.llm.streaming import StreamingMessageDecoder  # noqa: E402
+from falai_django.llm.types import GenerateInput, GenerateParameters  # noqa: E402
 from falai_django.providers.gemini import GeminiProvider  # noqa: E402
-from falai_django.providers.streaming import StreamingMessageDecoder  # noqa: E402
 from tests.providers.fake_gemini import FakeGemini, Reply  # noqa: E402
 
 MESSAGE_CHARS = 400

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from falai_django import falai  # noqa: E402
-from falai_django.providers.base import BaseProvider, GenerateInput, GenerateOutput  # noqa: E402
+from falai_django.llm.types import BaseProvider, GenerateInput, GenerateOutput  # noqa: E402
 from falai_django.testing import fake_clock  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "turn.json"

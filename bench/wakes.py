@@ -80,7 +80,7 @@ def _park(prefix: str, count: int, lead: timedelta, step: timedelta):
 
     from bench.hostbench import models
     from falai_django.engine.jstime import to_iso, to_ms
-    from falai_django.stores.django import derived_columns
+    from falai_django.models.sql import derived_columns
 
     found = models()
     session_model, wake_model = found["session"], found["wake"]

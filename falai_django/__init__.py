@@ -7,7 +7,39 @@ importing the package stays cheap and never touches Django.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from falai_django._lazy import lazy_exports
+
+if TYPE_CHECKING:  # what editors and type checkers see; at run time each name resolves on first use
+    from falai_django.engine.agent import Agent
+    from falai_django.engine.durations import parse_duration
+    from falai_django.engine.errors import (
+        FlowConfigurationError,
+        InvalidSessionError,
+        ProviderError,
+        SessionConflictError,
+    )
+    from falai_django.engine.migrate import migrate_session
+    from falai_django.engine.outcomes import OUTCOME_MESSAGES
+    from falai_django.engine.results import OutboundMessage, ScheduleEntry, TurnResult
+    from falai_django.engine.session import Run, Session, StepOutcome, assistant_message, user_message
+    from falai_django.engine.spec import flow_spec_schema, from_spec, to_spec, validate_flow
+    from falai_django.engine.toolkit import falai
+    from falai_django.providers.anthropic import AnthropicProvider
+    from falai_django.providers.fallback import FallbackProvider
+    from falai_django.providers.gemini import GeminiProvider
+    from falai_django.providers.openai import (
+        DeepSeekProvider,
+        OpenAICompatibleProvider,
+        OpenAIProvider,
+        OpenRouterProvider,
+    )
+    from falai_django.stores.base import Store
+    from falai_django.stores.memory import MemoryStore
+    from falai_django.stores.postgres import PostgresStore
+    from falai_django.stores.redis import RedisStore
+    from falai_django.stores.sqlite import SQLiteStore
 
 __version__ = "0.1.0"
 
@@ -52,7 +84,15 @@ _EXPORTS: dict[str, str] = {
     "AnthropicProvider": "falai_django.providers.anthropic",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "Agent", "AnthropicProvider", "DeepSeekProvider", "FallbackProvider", "FlowConfigurationError",
+    "GeminiProvider", "InvalidSessionError", "MemoryStore", "OUTCOME_MESSAGES",
+    "OpenAICompatibleProvider", "OpenAIProvider", "OpenRouterProvider", "OutboundMessage",
+    "PostgresStore", "ProviderError", "RedisStore", "Run", "SQLiteStore", "ScheduleEntry", "Session",
+    "SessionConflictError", "StepOutcome", "Store", "TurnResult", "assistant_message", "falai",
+    "flow_spec_schema", "from_spec", "migrate_session", "parse_duration", "to_spec", "user_message",
+    "validate_flow",
+]
 
 
 __getattr__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -11,8 +11,8 @@ class FalaiConfig(AppConfig):
     def ready(self) -> None:
         from django.core.signals import setting_changed
 
-        from . import checks  # noqa: F401 - registers the FALAI system checks
-        from .channels.whatsapp import checks as whatsapp_checks  # noqa: F401 - and FALAI["WHATSAPP"]'s
-        from .conf import reload
+        from falai_django import checks  # noqa: F401 - registers the FALAI system checks
+        from falai_django.channels.whatsapp import checks as whatsapp_checks  # noqa: F401 - and FALAI["WHATSAPP"]'s
+        from falai_django.conf import reload
 
         setting_changed.connect(reload, dispatch_uid="falai_django.conf.reload")

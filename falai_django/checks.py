@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
-from .conf import DEFAULTS
+from falai_django.conf import DEFAULTS
 
 
 def _import_error(name: str, path: Any, exc: Exception, check_id: str) -> Error:
@@ -102,6 +102,8 @@ def check_falai_settings(app_configs=None, **kwargs) -> list:
                 )
             )
 
+    problems.extend(_store_problems(configured.get("STORE", DEFAULTS["STORE"])))
+
     secret = configured.get("WEBHOOK_SECRET", "")
     if not isinstance(secret, str):
         problems.append(
@@ -169,6 +171,30 @@ def check_falai_settings(app_configs=None, **kwargs) -> list:
                 )
             )
     return problems
+
+
+def _store_problems(path: Any) -> list:
+    """`FALAI["STORE"]` must build a `DjangoStore`: the host writes the session row in the same
+    transaction as its transcript, outbox and wakes, so the sessions live in the app's tables."""
+    from django.utils.module_loading import import_string
+
+    from falai_django.stores.django import DjangoStore
+
+    try:
+        target = import_string(path) if isinstance(path, str) else path
+        store = target() if callable(target) else target
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return [_import_error("STORE", path, exc, "falai_django.E012")]
+    if isinstance(store, DjangoStore):
+        return []
+    return [Error(
+        f'FALAI["STORE"] = {path!r} builds a {type(store).__name__}, not a DjangoStore.',
+        hint="The host saves each session with its transcript, outbox and wakes in one transaction, so its "
+             "store keeps sessions in the app's tables: name DjangoStore or a subclass of it (e.g. one with "
+             "another database alias). MemoryStore, PostgresStore and the others serve `agent.turn()` "
+             "without the host.",
+        id="falai_django.E012",
+    )]
 
 
 @register(Tags.compatibility)

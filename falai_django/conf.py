@@ -5,6 +5,7 @@ FALAI = {
     "AGENT": "project.agents.ana",          # dotted path to an Agent (or a callable returning one)
     "SENDER": "falai_django.sending.log_sender",  # callable(OutboundSend) -> str | None
     "CONTEXT": None,                        # callable(session_id, input) -> context, or None
+    "STORE": "falai_django.stores.django.DjangoStore",  # the host's store (a DjangoStore)
     "WEBHOOK_SECRET": "",                   # shared secret for HMAC-signed webhooks ("" = off)
 }
 ```
@@ -18,13 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from falai_django.stores.django import DjangoStore
 
 DEFAULTS: dict[str, Any] = {
     "AGENT": None,
     "SENDER": "falai_django.sending.log_sender",
     "CONTEXT": None,
     "WEBHOOK_SECRET": "",
+    # The host's session store: a dotted path to a `DjangoStore` subclass (or a zero-argument
+    # callable returning one). It must keep sessions in the app's tables: the host saves the session
+    # in the same transaction as its transcript, outbox, wakes and run log.
+    "STORE": "falai_django.stores.django.DjangoStore",
     # Signed webhooks older or newer than this many seconds are refused (replay window).
     "WEBHOOK_TOLERANCE_S": 300,
     # Transcript items passed to the turn as `history` (the most recent N).
@@ -94,9 +102,10 @@ def falai_settings() -> dict[str, Any]:
 
 def reload(**kwargs: Any) -> None:
     """Forget the merged settings (connected to `setting_changed` in `apps.py`)."""
-    global _merged
+    global _merged, _store
     if kwargs.get("setting", "FALAI") == "FALAI":
         _merged = None
+        _store = None
 
 
 def get(name: str) -> Any:
@@ -119,11 +128,11 @@ def resolve(value: Any) -> Any:
 
 def get_agent() -> Any:
     """The running agent: the code agent (`get_code_agent`) plus the enabled database flows
-    (`dbflows.running_agent`; off with `FLOWS_DB = False`)."""
+    (`flows.running.running_agent`; off with `FLOWS_DB = False`)."""
     agent = get_code_agent()
     if not get("FLOWS_DB"):
         return agent
-    from .dbflows import running_agent
+    from falai_django.flows.running import running_agent
 
     return running_agent(agent, reload_s=float(get("FLOWS_RELOAD_S")))
 
@@ -139,6 +148,19 @@ def get_code_agent() -> Any:
     if not hasattr(agent, "turn") and callable(agent):
         agent = agent()
     return agent
+
+
+_store: Any = None
+
+
+def get_store() -> DjangoStore:
+    """The host's store (`FALAI["STORE"]`), built once and rebuilt when `FALAI` changes. Every
+    load and save of a conversation outside a running turn goes through it."""
+    global _store
+    if _store is None:
+        value = resolve(get("STORE"))
+        _store = value() if callable(value) else value
+    return _store
 
 
 def get_sender() -> Callable[..., Any]:

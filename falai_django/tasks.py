@@ -3,11 +3,11 @@ nothing imports this module back (producers queue tasks by name through `enqueue
 
 from __future__ import annotations
 
-from . import loop, sending, wakes
+from falai_django.host import delivery, turns, wakes
 
 
 def send_pending(session_id: str) -> int:
-    return sending.send_pending(session_id)
+    return delivery.send_pending(session_id)
 
 
 def fire_wakes(wake_ids: list[int]) -> int:
@@ -15,7 +15,7 @@ def fire_wakes(wake_ids: list[int]) -> int:
 
 
 def process_turn(record_id: int) -> str | None:
-    result = loop.process_record(record_id)
+    result = turns.process_record(record_id)
     return result.status if result is not None else None
 
 
@@ -25,7 +25,7 @@ def process_turns(record_ids: list[int]) -> int:
     error: Exception | None = None
     for record_id in record_ids:
         try:
-            loop.process_record(record_id)
+            turns.process_record(record_id)
         except Exception as exc:  # noqa: BLE001 - re-raised once the rest have run
             error = error or exc
     if error is not None:

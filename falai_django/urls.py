@@ -2,9 +2,9 @@
 
 from django.urls import include, path
 
-from .api import flows, schema, views
-from .api.auth import CanDriveConversations
-from .channels.whatsapp.webhook import webhook as whatsapp_webhook
+from falai_django.api import flows, schema, views
+from falai_django.api.auth import CanDriveConversations
+from falai_django.channels.whatsapp.webhook import webhook as whatsapp_webhook
 
 app_name = "falai"
 
@@ -20,7 +20,7 @@ urlpatterns = [
     path("sessions/<str:session_id>/unsilence", views.UnsilenceView.as_view(), name="unsilence"),
     path("flows/<slug:flow_id>", flows.FlowView.as_view(), name="flow"),
     path("flows/<slug:flow_id>/funnel", flows.FunnelView.as_view(), name="flow-funnel"),
-    path("playground/", include("falai_django.playground")),
+    path("playground/", include("falai_django.playground.urls")),
     path("whatsapp/webhook", whatsapp_webhook, name="whatsapp-webhook"),
     path("schema", schema.SchemaView.as_view(permission_classes=[CanDriveConversations],
                                              authentication_classes=views._authentication_classes()),

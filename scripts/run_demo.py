@@ -57,7 +57,7 @@ def ensure_admin() -> str | None:
 
 def provider_in_use() -> str:
     try:
-        from falai_django.playground import provider_label
+        from falai_django.playground.drive import provider_label
 
         return provider_label()
     except Exception as exc:  # noqa: BLE001 - the banner must not stop the demo

@@ -1,13 +1,19 @@
 """The package's import rules, read statically from the source with `ast`.
 
-- the engine never imports `falai_django.providers`; providers never import `falai_django.engine`:
-  both meet in the contract leaf `falai_django.llm`, which imports nothing else of the package;
+- the engine imports nothing of the package but itself and the contract leaf `falai_django.llm`;
+  providers never import `falai_django.engine`: both meet in `llm`, which imports nothing else
+  of the package;
 - the pure layers (engine, llm, providers, stores, testing) never import Django;
-- no import circle among module-level imports of the modules in CYCLE_CHECKED.
+- the domains (`handoff/`, `flows/`, `admin/`, `playground/`) build on `host/` and `models/`;
+  `host/` imports no domain and no entry point, not even inside a function;
+- no import circle anywhere in the package, counting imports inside functions too;
+- no service module imports an entry point (`tasks`, `api`, `admin`, `playground`, `urls`,
+  management commands).
 
-Every import statement counts for the layer rules (inside functions and `TYPE_CHECKING` too);
-only imports run when the module loads (module level, class bodies, not `TYPE_CHECKING`) make
-the graph the circle check walks.
+Every import statement counts for the layer rules (inside functions and `TYPE_CHECKING` too),
+except that the `host` facade may name the handoff's two operations for type checkers (a
+`TYPE_CHECKING` import never runs). The circle checks walk the imports that can run: module
+level and class bodies for one graph, those plus imports inside functions for the other.
 """
 
 from __future__ import annotations
@@ -35,8 +41,12 @@ CYCLE_CHECKED: tuple[str, ...] = (PACKAGE,)
 
 # The Django layer's entry points: they sit on top, and no service module imports them back,
 # not even inside a function (where a lazy import would hide a circle).
-ENTRY_POINTS = ("falai_django.host", "falai_django.tasks", "falai_django.api", "falai_django.admin",
-                "falai_django.playground", "falai_django.urls", "falai_django.management")
+ENTRY_POINTS = ("falai_django.tasks", "falai_django.api", "falai_django.admin", "falai_django.playground",
+                "falai_django.urls", "falai_django.management")
+
+# The domains built on the host; `host/` imports none of them.
+HOST = "falai_django.host"
+DOMAINS = ("falai_django.handoff", "falai_django.flows", "falai_django.admin", "falai_django.playground")
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,7 @@ class Import:
     target: str  # an absolute module name (a package's own name for its __init__)
     line: int
     at_load: bool  # runs when `source` is imported (not inside a function, not TYPE_CHECKING)
+    type_only: bool = False  # inside `if TYPE_CHECKING:`: never runs
 
 
 def module_sources(root: Path = ROOT, package: str = PACKAGE) -> dict[str, tuple[str, bool]]:
@@ -79,23 +90,23 @@ def imports_of(module: str, source: str, is_package: bool, modules: Iterable[str
     known = set(modules)
     out: list[Import] = []
 
-    def visit(nodes: Iterable[ast.AST], at_load: bool) -> None:
+    def visit(nodes: Iterable[ast.AST], at_load: bool, type_only: bool = False) -> None:
         for node in nodes:
             if isinstance(node, ast.Import):
-                out.extend(Import(module, alias.name, node.lineno, at_load) for alias in node.names)
+                out.extend(Import(module, alias.name, node.lineno, at_load, type_only) for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
                 target = _resolve(module, is_package, node)
-                out.append(Import(module, target, node.lineno, at_load))
+                out.append(Import(module, target, node.lineno, at_load, type_only))
                 for alias in node.names:
                     if f"{target}.{alias.name}" in known:
-                        out.append(Import(module, f"{target}.{alias.name}", node.lineno, at_load))
+                        out.append(Import(module, f"{target}.{alias.name}", node.lineno, at_load, type_only))
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-                visit(ast.iter_child_nodes(node), False)
+                visit(ast.iter_child_nodes(node), False, type_only)
             elif isinstance(node, ast.If) and _is_type_checking(node.test):
-                visit(node.body, False)
-                visit(node.orelse, at_load)
+                visit(node.body, False, True)
+                visit(node.orelse, at_load, type_only)
             else:
-                visit(ast.iter_child_nodes(node), at_load)
+                visit(ast.iter_child_nodes(node), at_load, type_only)
 
     visit(ast.parse(source, filename=module).body, True)
     return out
@@ -110,13 +121,16 @@ def _under(name: str, prefix: str) -> bool:
 
 
 def layer_violations(imports: Iterable[Import]) -> list[str]:
-    """The layer rules (a)-(d), one line per offending import."""
+    """The layer rules, one line per offending import."""
     problems = []
     for imp in imports:
         src, dst = imp.source, imp.target
         where = f"{src} (line {imp.line}) imports {dst}"
         if _under(src, "falai_django.engine") and _under(dst, "falai_django.providers"):
             problems.append(f"{where}: the engine reaches providers only through falai_django.llm")
+        elif (_under(src, "falai_django.engine") and _under(dst, PACKAGE) and dst != PACKAGE
+              and not _under(dst, "falai_django.engine") and not _under(dst, "falai_django.llm")):
+            problems.append(f"{where}: the engine imports nothing above it (only itself and falai_django.llm)")
         if _under(src, "falai_django.providers") and _under(dst, "falai_django.engine"):
             problems.append(f"{where}: a provider depends only on falai_django.llm (and its SDK)")
         if _under(src, "falai_django.llm") and _under(dst, PACKAGE) and not _under(dst, "falai_django.llm"):
@@ -137,9 +151,20 @@ def load_graph(imports: Iterable[Import], checked: Iterable[str], *, every_impor
     for imp in imports:
         if inside(imp.source):
             graph.setdefault(imp.source, set())
-            if (imp.at_load or every_import) and inside(imp.target) and imp.target != imp.source:
+            runs = imp.at_load or (every_import and not imp.type_only)
+            # a module's own packages have begun loading before it: importing from them adds no edge
+            ancestor = imp.source.startswith(imp.target + ".")
+            if runs and inside(imp.target) and imp.target != imp.source and not ancestor:
                 graph[imp.source].add(imp.target)
     return graph
+
+
+def host_violations(imports: Iterable[Import]) -> list[str]:
+    """`host/` importing a domain, at any depth of the file (the facade's type-only names aside)."""
+    return [f"{imp.source} (line {imp.line}) imports {imp.target}: host/ imports no domain"
+            for imp in imports
+            if _under(imp.source, HOST) and any(_under(imp.target, d) for d in DOMAINS)
+            and not (imp.type_only and imp.source == HOST)]
 
 
 def entry_point_violations(imports: Iterable[Import]) -> list[str]:
@@ -234,19 +259,65 @@ def test_no_import_circle(imports):
     assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
-def test_the_django_layer_has_no_circle_even_through_imports_inside_functions(imports):
-    django_layer = [name for name in module_sources()
-                    if _under(name, PACKAGE) and name != PACKAGE
-                    and not any(_under(name, layer) for layer in PURE_LAYERS)]
-    graph = load_graph(imports, django_layer, every_import=True)
-    assert "falai_django.loop" in graph and "falai_django.writer" in graph["falai_django.loop"]
+def test_no_circle_even_through_imports_inside_functions(imports):
+    graph = load_graph(imports, CYCLE_CHECKED, every_import=True)
+    assert "falai_django.host.turns" in graph and "falai_django.host.writer" in graph["falai_django.host.turns"]
+    assert "falai_django.llm.classify" in graph["falai_django.llm.errors"]
     cycles = import_cycles(graph)
     assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_host_imports_no_domain(imports):
+    problems = host_violations(imports)
+    assert not problems, "\n".join(problems)
+    domains_on_host = {imp.source.split(".")[1] for imp in imports
+                       if any(_under(imp.source, d) for d in DOMAINS) and _under(imp.target, HOST)}
+    assert domains_on_host == {"handoff", "admin", "playground"}  # flows reach the host through conf only
+
+
+def test_every_domain_says_what_it_owns_and_may_import():
+    sources = module_sources()
+    for package in (HOST, *DOMAINS, "falai_django.models"):
+        doc = ast.get_docstring(ast.parse(sources[package][0])) or ""
+        assert "import" in doc and len(doc) > 200, f"{package} needs a docstring saying what it owns and imports"
+
+
+def test_the_host_facade_names_the_handoff_operations_lazily():
+    import falai_django.host as host
+    from falai_django.handoff import state
+
+    assert host.unsilence is state.give_back and host.silence is state.silence
+    with pytest.raises(AttributeError):
+        host.no_such_function  # noqa: B018
+
+
+def test_the_package_root_types_every_lazy_export():
+    tree = ast.parse(module_sources()[PACKAGE][0])
+    typed = {alias.asname or alias.name
+             for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node.test)
+             for inner in node.body if isinstance(inner, ast.ImportFrom) for alias in inner.names}
+    assert typed == set(falai_django._EXPORTS) == set(falai_django.__all__)
 
 
 def test_entry_points_sit_on_top(imports):
     problems = entry_point_violations(imports)
     assert not problems, "\n".join(problems)
+
+
+def test_a_host_module_importing_a_domain_inside_a_function_is_caught():
+    fake = _fake({"falai_django.host.turns": "def f():\n    from falai_django.handoff import state\n",
+                  "falai_django.host": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                       "    from falai_django.handoff.state import silence\n",
+                  "falai_django.host.__x": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                           "    from falai_django.flows import running\n"})
+    found = host_violations(fake)
+    assert [p.split(" (")[0] for p in found] == ["falai_django.host.turns", "falai_django.host.__x"]
+
+
+def test_an_engine_module_importing_the_host_is_caught():
+    found = layer_violations(_fake({"falai_django.engine.turn": "def f():\n    from falai_django import conf\n",
+                                    "falai_django.conf": ""}))
+    assert len(found) == 1 and "falai_django.conf: the engine imports nothing above it" in found[0]
 
 
 def test_a_service_importing_an_entry_point_inside_a_function_is_caught():

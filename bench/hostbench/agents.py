@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from falai_django import falai
-from falai_django.providers.base import BaseProvider, GenerateOutput, StreamChunk
+from falai_django.llm.types import BaseProvider, GenerateOutput, StreamChunk
 
 NAME = re.compile(r"meu nome (?:é|e) (\w+)", re.IGNORECASE)
 WAKE_MARK = "[bench-wake-step]"

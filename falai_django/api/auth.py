@@ -21,7 +21,7 @@ import time
 from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions, permissions
 
-from .. import conf
+from falai_django import conf
 
 TIMESTAMP_HEADER = "X-Falai-Timestamp"
 SIGNATURE_HEADER = "X-Falai-Signature"

@@ -22,10 +22,11 @@ from rest_framework import permissions, serializers
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from .. import conf, funnel
-from ..models import Flow
-from .schema import answers
-from .views import FalaiView
+from falai_django import conf
+from falai_django.api.schema import answers
+from falai_django.api.views import FalaiView
+from falai_django.flows import funnel
+from falai_django.models import Flow
 
 
 class CanManageFlows(permissions.BasePermission):

@@ -24,7 +24,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
 
-from .auth import SIGNATURE_HEADER, TIMESTAMP_HEADER
+from falai_django.api.auth import SIGNATURE_HEADER, TIMESTAMP_HEADER
 
 ERRORS = {
     400: "Bad input: the body names each field and why.",

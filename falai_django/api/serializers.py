@@ -8,8 +8,8 @@ from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .. import conf
-from ..inputs import (
+from falai_django import conf
+from falai_django.host.inputs import (
     HANDOFF_MODES,
     UNSET,
     InputError,
@@ -151,7 +151,7 @@ class MessageInputSerializer(_Common):
                                help_text=_("When the customer wrote it (ISO 8601, e.g. 2026-09-24T10:00:00Z)."))
 
     def validate_at(self, value: str) -> str:
-        from ..inputs import parse_at
+        from falai_django.host.inputs import parse_at
 
         try:
             return parse_at(value) or ""
@@ -321,7 +321,7 @@ class SessionSummarySerializer(serializers.Serializer):
     version = serializers.IntegerField()
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
-        from ..listing import conversation_status
+        from falai_django.host.conversations import conversation_status
 
         instance.status = conversation_status(instance)
         return super().to_representation(instance)

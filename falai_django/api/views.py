@@ -17,11 +17,11 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import host
-from ..engine.errors import FlowConfigurationError, InvalidSessionError, SessionConflictError
-from . import serializers
-from .auth import CanDriveConversations, WebhookSignatureAuthentication
-from .schema import answers
+from falai_django import host
+from falai_django.api import serializers
+from falai_django.api.auth import CanDriveConversations, WebhookSignatureAuthentication
+from falai_django.api.schema import answers
+from falai_django.engine.errors import FlowConfigurationError, InvalidSessionError, SessionConflictError
 
 
 def _authentication_classes() -> list:
@@ -110,7 +110,7 @@ class WakeView(_InputView):
     serializer_class = serializers.WakeInputSerializer
 
     def authorize_input(self, session_id: str, serializer) -> None:
-        from ..models import Wake
+        from falai_django.models import Wake
 
         key = serializer.validated_data["key"]
         owners = set(Wake.objects.filter(key=key).values_list("conversation_id", flat=True)[:50])
@@ -250,8 +250,8 @@ class SessionListView(FalaiView):
     schema = _ListSchema()
 
     def get(self, request) -> Response:
-        from ..listing import STATUS_FILTERS, search
-        from ..models import Session
+        from falai_django.host.conversations import STATUS_FILTERS, search
+        from falai_django.models import Session
 
         query = serializers.SessionListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)

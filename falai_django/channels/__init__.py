@@ -11,7 +11,7 @@ from __future__ import annotations
 from contextvars import ContextVar, Token
 from typing import Any
 
-from .. import conf
+from falai_django import conf
 
 # The conversation whose turn is running (set by the host loop around the engine call).
 CURRENT_SESSION: ContextVar[str | None] = ContextVar("falai_current_session", default=None)
@@ -30,7 +30,7 @@ def silenced_by_channel(kind: str, session: Any, agent: Any = None) -> Any:
     settings = conf.whatsapp_settings()
     if settings is None or not settings.get("WINDOW"):
         return None
-    from .whatsapp.window import window_silenced
+    from falai_django.channels.whatsapp.window import window_silenced
 
     return window_silenced(kind, session, conf.agent_now(agent), settings["WINDOW"])
 

@@ -443,10 +443,6 @@ class Step:
             return "waitEvent"
         return self.kind
 
-    @property
-    def is_talk(self) -> bool:
-        return self.kind == "talk"
-
     @classmethod
     def from_dict(cls, index: int, d: Mapping[str, Any]) -> Step:
         d = _canonical_step(d)

@@ -35,7 +35,6 @@ class AgentIndex:
                         seen.setdefault(slug, None)
             self.flow_fields[fid] = tuple(seen)
             self.has_question[fid] = any(s.kind == "talk" and s.question for s in flow.steps)
-        self.has_mentions = any(self.mention_trigger.values())
         self.has_silence = any(self.silence_trigger.values())
         self.speak_cache: dict[Any, Any] = {}
 

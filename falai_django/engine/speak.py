@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from falai_django.llm.calling import call_provider, resolve_awaitable, stream_provider
-from falai_django.llm.classify import speak_deferral
+from falai_django.llm.errors import speak_deferral
 from falai_django.llm.guidelines import DEFAULT_ANSWER, DEFAULT_COLLECT
 from falai_django.llm.jsonparse import envelope_of, is_json_shaped, try_parse_json_response
 from falai_django.llm.streaming import StreamingMessageDecoder

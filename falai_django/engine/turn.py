@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from falai_django.llm.calling import HOME_LOOP
-from falai_django.llm.classify import classify_error
+from falai_django.llm.errors import classify_error
 from falai_django.llm.pump import iterate_in_thread
 
 from .advance import advance

@@ -2,8 +2,9 @@
 
 - `types`: the request / response dataclasses, stream chunks, `Provider`, `BaseProvider`,
   `read_usage` / `add_usage` (persistence-and-LLM note §5.1).
-- `errors`: `ProviderError` and its kinds (the `FalaiError` base lives here too).
-- `classify`: any failure -> a `ProviderError` kind; `speak_deferral` (§5.4 / §6.5).
+- `classify`: reading any failure: its `ProviderError` kind, status, body, retry hints (§5.4).
+- `errors`: `ProviderError` and its kinds (the `FalaiError` base lives here too); `classify_error`
+  (any failure as a `ProviderError`) and `speak_deferral` (§6.5).
 - `jsonparse`: the lenient JSON envelope reader (§6.3).
 - `streaming`: `StreamingMessageDecoder`, the `"message"` deltas of a streamed envelope (§4.2).
 - `pump`: `iterate_in_thread`, a sync stream consumed from an event loop.
@@ -16,8 +17,8 @@ Imports nothing else from `falai_django`, and no Django.
 from __future__ import annotations
 
 from .calling import HOME_LOOP, call_provider, resolve_awaitable, stream_provider
-from .classify import classify, classify_error, classify_kind, is_retryable, speak_deferral
-from .errors import ERROR_KINDS, FalaiError, ProviderError
+from .classify import classify, classify_kind
+from .errors import ERROR_KINDS, FalaiError, ProviderError, classify_error, is_retryable, speak_deferral
 from .guidelines import DEFAULT_ANSWER, DEFAULT_COLLECT
 from .jsonparse import (
     envelope_of,

@@ -1,8 +1,7 @@
-"""Classify any failure of a model call into a `ProviderError` kind (persistence-and-LLM note §5.4).
+"""Read any failure of a model call: its `ProviderError` kind and what it carries (persistence-and-LLM
+note §5.4). `errors` builds the `ProviderError` from these readings (`classify_error`)::
 
-::
-
-    from falai_django.llm.classify import classify_error, speak_deferral
+    from falai_django.llm.errors import classify_error, speak_deferral
 
     try:
         out = provider.generate_message(request)
@@ -28,9 +27,14 @@ import re
 import time
 from typing import Any
 
-from falai_django.llm.errors import ProviderError
+ERROR_KINDS = (
+    "aborted", "timeout", "network", "overload", "rate", "quota", "entitlement",
+    "auth", "model", "context", "content", "invalid", "unknown",
+)
+TRANSIENT_KINDS = frozenset({"timeout", "network", "overload", "rate"})
+BACKUP_ELIGIBLE_KINDS = frozenset({"overload", "rate"})
 
-_BODY_LIMIT = 2000
+BODY_LIMIT = 2000
 _CAUSE_DEPTH = 5
 
 # -- abort and transport: failures with no status ------------------------------------------
@@ -176,7 +180,7 @@ def body_text_of(exc: BaseException) -> str:
     return text
 
 
-def _with_codes(text: str, exc: BaseException) -> str:
+def with_codes(text: str, exc: BaseException) -> str:
     """The searchable text plus the SDK's string codes (README ruling 9): an exception whose
     message says only "Request failed" but whose `code` is `insufficient_quota` or whose `status`
     is `RESOURCE_EXHAUSTED` is read by those codes."""
@@ -219,9 +223,15 @@ def is_transport_failure(exc: BaseException) -> bool:
     return False
 
 
+def is_provider_error(exc: Any) -> bool:
+    """Whether `exc` is already a classified `ProviderError` (its kind is kept). Read from the
+    instance, so this module needs nothing from `errors`, which builds on it."""
+    return getattr(type(exc), "classified", False) is True and getattr(exc, "kind", None) in ERROR_KINDS
+
+
 def classify_kind(exc: BaseException | None, status: int | None = None, body: str | None = None) -> str:
     """The `ErrorKind` of a failure; `status` and `body` default to what `exc` carries."""
-    if isinstance(exc, ProviderError):
+    if is_provider_error(exc):
         return exc.kind
     if exc is not None and is_abort(exc):
         return "aborted"
@@ -231,7 +241,7 @@ def classify_kind(exc: BaseException | None, status: int | None = None, body: st
         status = status_of(exc)
     text = body if body is not None else (body_text_of(exc) if exc is not None else "")
     if body is None and exc is not None:
-        text = _with_codes(text, exc)
+        text = with_codes(text, exc)
     if (exc is not None and _mro_names(exc) & _TIMEOUT_NAMES) or status == 408:
         return "timeout"
     client_side = status is None or status < 500
@@ -322,7 +332,7 @@ def retry_after_ms_of(exc: BaseException, body: str | None = None, *, now_ms: fl
     return max(0, int(when.timestamp() * 1000 - now))
 
 
-def _should_retry_of(exc: BaseException) -> bool | None:
+def should_retry_of(exc: BaseException) -> bool | None:
     value = _header(_headers_of(exc), "x-should-retry")
     if value is None:
         return None
@@ -332,62 +342,3 @@ def _should_retry_of(exc: BaseException) -> bool | None:
 
 def _round_half_up(value: float) -> int:
     return int(value + 0.5)
-
-
-def classify_error(exc: BaseException, provider_name: str, *, in_stream: bool = False) -> ProviderError:
-    """`exc` as a classified `ProviderError` (an existing one passes through unchanged).
-
-    `in_stream=True` marks a failure reported inside an already-open (HTTP 200) stream: a
-    kind of `unknown` is then floored to `overload`, since such a failure is an upstream fault.
-    """
-    if isinstance(exc, ProviderError):
-        return exc
-    status = status_of(exc)
-    body = body_text_of(exc)
-    kind = classify_kind(exc, status, _with_codes(body, exc))
-    if in_stream and kind == "unknown":
-        kind = "overload"
-    error = ProviderError(
-        provider_name,
-        kind,
-        f"{provider_name} {kind}: {message_of(exc)}",
-        status=status,
-        code=code_of(exc),
-        retry_after_ms=retry_after_ms_of(exc, body),
-        should_retry=_should_retry_of(exc),
-        body=body[:_BODY_LIMIT] or None,
-    )
-    error.__cause__ = exc
-    return error
-
-
-# -- what a failed speak call becomes (§6.5) -----------------------------------------------
-
-OUTCOME_CODE_OF_KIND = {
-    "aborted": "provider-unavailable", "timeout": "provider-unavailable", "network": "provider-unavailable",
-    "overload": "provider-unavailable", "rate": "provider-unavailable", "unknown": "provider-unavailable",
-    "quota": "provider-quota",
-    "entitlement": "provider-auth", "auth": "provider-auth",
-    "model": "provider-invalid", "invalid": "provider-invalid", "content": "provider-invalid",
-    "context": "provider-context",
-}
-_RETRYABLE_KINDS = frozenset({"timeout", "network", "overload", "rate", "unknown"})
-
-
-def is_retryable(error: ProviderError) -> bool:
-    """§6.5: `should_retry` wins both ways; else transient kinds, unknown, and quota with a known reset."""
-    if error.should_retry is not None:
-        return error.should_retry
-    if error.kind in _RETRYABLE_KINDS:
-        return True
-    return error.kind == "quota" and error.reset_at_ms is not None
-
-
-def speak_deferral(exc: BaseException, provider_name: str = "provider") -> dict[str, Any]:
-    """The speak deferral for any failure: `{"code", "retryable", "reset_at_ms"}` (§6.5 table)."""
-    error = classify_error(exc, provider_name)
-    return {
-        "code": OUTCOME_CODE_OF_KIND[error.kind],
-        "retryable": is_retryable(error),
-        "reset_at_ms": error.reset_at_ms,
-    }

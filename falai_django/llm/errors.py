@@ -1,4 +1,5 @@
-"""The provider failure contract: `ProviderError` and its kinds (persistence-and-LLM note §5.4).
+"""The provider failure contract: `ProviderError` and its kinds (persistence-and-LLM note §5.4);
+`classify_error` (any failure as a `ProviderError`, read by `classify`) and `speak_deferral`.
 
 `FalaiError`, the base of every error this package raises on purpose, lives here so the
 leaf owns the class providers raise; `falai_django.engine.errors` re-exports both.
@@ -8,12 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-ERROR_KINDS = (
-    "aborted", "timeout", "network", "overload", "rate", "quota", "entitlement",
-    "auth", "model", "context", "content", "invalid", "unknown",
+from falai_django.llm.classify import (
+    BACKUP_ELIGIBLE_KINDS,
+    BODY_LIMIT,
+    ERROR_KINDS,
+    TRANSIENT_KINDS,
+    body_text_of,
+    classify_kind,
+    code_of,
+    message_of,
+    retry_after_ms_of,
+    should_retry_of,
+    status_of,
+    with_codes,
 )
-TRANSIENT_KINDS = frozenset({"timeout", "network", "overload", "rate"})
-BACKUP_ELIGIBLE_KINDS = frozenset({"overload", "rate"})
 
 
 class FalaiError(Exception):
@@ -27,6 +36,8 @@ class FalaiError(Exception):
 
 class ProviderError(FalaiError):
     """A model call failed; `kind` is one of ERROR_KINDS."""
+
+    classified = True  # `classify.is_provider_error`: passed through, never classified again
 
     def __init__(
         self,
@@ -67,8 +78,6 @@ class ProviderError(FalaiError):
     def from_(cls, provider: str, error: BaseException) -> ProviderError:
         """Upstream's static `ProviderError.from(provider, err)`: any failure as a classified
         `ProviderError` (persistence-and-LLM note §5.4); an existing one passes through unchanged."""
-        from .classify import classify_error  # classify imports this module
-
         return classify_error(error, provider)
 
     def __reduce__(self):
@@ -83,3 +92,64 @@ def _rebuild_provider_error(provider, kind, message, status, code, retry_after_m
                             should_retry, body) -> ProviderError:
     return ProviderError(provider, kind, message, status=status, code=code, retry_after_ms=retry_after_ms,
                          reset_at_ms=reset_at_ms, window=window, should_retry=should_retry, body=body)
+
+
+# -- any failure as a ProviderError (§5.4), and what a failed speak call becomes (§6.5) ----------
+
+def classify_error(exc: BaseException, provider_name: str, *, in_stream: bool = False) -> ProviderError:
+    """`exc` as a classified `ProviderError` (an existing one passes through unchanged).
+
+    `in_stream=True` marks a failure reported inside an already-open (HTTP 200) stream: a
+    kind of `unknown` is then floored to `overload`, since such a failure is an upstream fault.
+    """
+    if isinstance(exc, ProviderError):
+        return exc
+    status = status_of(exc)
+    body = body_text_of(exc)
+    kind = classify_kind(exc, status, with_codes(body, exc))
+    if in_stream and kind == "unknown":
+        kind = "overload"
+    error = ProviderError(
+        provider_name,
+        kind,
+        f"{provider_name} {kind}: {message_of(exc)}",
+        status=status,
+        code=code_of(exc),
+        retry_after_ms=retry_after_ms_of(exc, body),
+        should_retry=should_retry_of(exc),
+        body=body[:BODY_LIMIT] or None,
+    )
+    error.__cause__ = exc
+    return error
+
+
+# -- what a failed speak call becomes (§6.5) -----------------------------------------------
+
+OUTCOME_CODE_OF_KIND = {
+    "aborted": "provider-unavailable", "timeout": "provider-unavailable", "network": "provider-unavailable",
+    "overload": "provider-unavailable", "rate": "provider-unavailable", "unknown": "provider-unavailable",
+    "quota": "provider-quota",
+    "entitlement": "provider-auth", "auth": "provider-auth",
+    "model": "provider-invalid", "invalid": "provider-invalid", "content": "provider-invalid",
+    "context": "provider-context",
+}
+_RETRYABLE_KINDS = frozenset({"timeout", "network", "overload", "rate", "unknown"})
+
+
+def is_retryable(error: ProviderError) -> bool:
+    """§6.5: `should_retry` wins both ways; else transient kinds, unknown, and quota with a known reset."""
+    if error.should_retry is not None:
+        return error.should_retry
+    if error.kind in _RETRYABLE_KINDS:
+        return True
+    return error.kind == "quota" and error.reset_at_ms is not None
+
+
+def speak_deferral(exc: BaseException, provider_name: str = "provider") -> dict[str, Any]:
+    """The speak deferral for any failure: `{"code", "retryable", "reset_at_ms"}` (§6.5 table)."""
+    error = classify_error(exc, provider_name)
+    return {
+        "code": OUTCOME_CODE_OF_KIND[error.kind],
+        "retryable": is_retryable(error),
+        "reset_at_ms": error.reset_at_ms,
+    }

@@ -1,11 +1,8 @@
-"""Model providers: Gemini, the fallback pool and the offline provider, on the contract in
-`falai_django.llm` (re-exported here; `base`, `classify`, `jsonparse` and `streaming` are
-old paths kept for imports; importing through them keeps `providers.classify` the function, not
-the submodule of that name).
+"""Model providers: Gemini, OpenAI, Anthropic, the fallback pool and the offline provider, on the
+contract in `falai_django.llm` (its names a provider needs are importable from here too:
+`BaseProvider`, the request and response types, `envelope_of`, `StreamingMessageDecoder`,
+`classify_error`, `speak_deferral`, ...).
 
-- `jsonparse`: lenient envelope parsing (`envelope_of`, `try_parse_json_response`, ...), §6.3.
-- `streaming`: `StreamingMessageDecoder` / `extract_message_so_far`, §4.2.
-- `classify`: `classify_error(exc, provider_name) -> ProviderError`, `speak_deferral`, §5.4 / §6.5.
 - `GeminiProvider` (google-genai), `OpenAIProvider` / `OpenAICompatibleProvider` /
   `OpenRouterProvider` / `DeepSeekProvider` (openai), `AnthropicProvider` (anthropic) and
   `FallbackProvider` resolve lazily, so importing this package imports no SDK.
@@ -15,8 +12,21 @@ the submodule of that name).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from falai_django._lazy import lazy_exports
-from falai_django.providers.base import (
+from falai_django.llm.classify import classify, classify_kind
+from falai_django.llm.errors import classify_error, is_retryable, speak_deferral
+from falai_django.llm.jsonparse import (
+    envelope_of,
+    extract_embedded_json_object,
+    is_json_shaped,
+    is_record,
+    parse_json_response,
+    try_parse_json_response,
+)
+from falai_django.llm.streaming import StreamingMessageDecoder, extract_message_so_far
+from falai_django.llm.types import (
     BaseProvider,
     GenerateInput,
     GenerateOutput,
@@ -29,22 +39,17 @@ from falai_django.providers.base import (
     as_output,
     read_usage,
 )
-from falai_django.providers.classify import (
-    classify,
-    classify_error,
-    classify_kind,
-    is_retryable,
-    speak_deferral,
-)
-from falai_django.providers.jsonparse import (
-    envelope_of,
-    extract_embedded_json_object,
-    is_json_shaped,
-    is_record,
-    parse_json_response,
-    try_parse_json_response,
-)
-from falai_django.providers.streaming import StreamingMessageDecoder, extract_message_so_far
+
+if TYPE_CHECKING:
+    from falai_django.providers.anthropic import AnthropicProvider
+    from falai_django.providers.fallback import CooldownInfo, FallbackProvider, NoAvailableProviderError
+    from falai_django.providers.gemini import GeminiProvider
+    from falai_django.providers.openai import (
+        DeepSeekProvider,
+        OpenAICompatibleProvider,
+        OpenAIProvider,
+        OpenRouterProvider,
+    )
 
 _LAZY = {
     "GeminiProvider": "falai_django.providers.gemini",
@@ -65,7 +70,8 @@ __all__ = [
     "envelope_of", "extract_embedded_json_object", "is_json_shaped", "is_record",
     "parse_json_response", "try_parse_json_response",
     "StreamingMessageDecoder", "extract_message_so_far",
-    *_LAZY,
+    "GeminiProvider", "FallbackProvider", "NoAvailableProviderError", "CooldownInfo", "OpenAIProvider",
+    "OpenAICompatibleProvider", "OpenRouterProvider", "DeepSeekProvider", "AnthropicProvider",
 ]
 
 

@@ -22,8 +22,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping
 from typing import Any, NoReturn
 
-from falai_django.llm.classify import classify_error
-from falai_django.llm.errors import ProviderError
+from falai_django.llm.errors import ProviderError, classify_error
 from falai_django.llm.jsonparse import is_json_shaped, try_parse_json_response
 from falai_django.llm.types import BaseProvider, GenerateInput, GenerateOutput, StreamChunk, ToolSpec
 

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from falai_django.llm.classify import classify_error
-from falai_django.llm.errors import ProviderError
+from falai_django.llm.errors import ProviderError, classify_error
 from falai_django.llm.types import (
     GenerateInput,
     GenerateOutput,

@@ -370,7 +370,7 @@ class OfflineProvider(BaseProvider):
             return envelope, json.dumps(envelope, ensure_ascii=False)
         return None, self.summary(input)
 
-    # -- a flow written from a description (falai_django.drafts) ----------------------------
+    # -- a flow written from a description (falai_django.flows.drafts) ----------------------------
     def flow_spec(self, input: GenerateInput) -> dict[str, Any]:
         """A deterministic draft: a flow named after the description, one collect step for each
         field the description names (by slug or by a word of its ask), else one prompt step

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from falai_django import FallbackProvider, ProviderError
-from falai_django.providers.base import (
+from falai_django.llm.types import (
     GenerateInput,
     GenerateOutput,
     GenerateParameters,

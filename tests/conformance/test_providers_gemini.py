@@ -9,7 +9,7 @@ import pytest
 from providers.fake_gemini import FakeGemini, Reply, error_body, function_call_chunk, text_chunks
 
 from falai_django import GeminiProvider, ProviderError
-from falai_django.providers.base import GenerateInput, GenerateParameters, ToolSpec, read_usage
+from falai_django.llm.types import GenerateInput, GenerateParameters, ToolSpec, read_usage
 
 SPEAK_SCHEMA = {
     "type": "object",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from falai_django import falai
-from falai_django.providers.base import GenerateInput, GenerateParameters, ProviderCapabilities
+from falai_django.llm.types import GenerateInput, GenerateParameters, ProviderCapabilities
 from falai_django.testing import fake_clock
 
 FIELDS = {"nome": {"type": "string", "ask": "Pergunte o nome."}, "cidade": {"type": "string", "ask": "Cidade?"}}

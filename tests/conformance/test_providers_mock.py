@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from falai_django.providers.base import GenerateInput, GenerateParameters
+from falai_django.llm.types import GenerateInput, GenerateParameters
 from falai_django.testing import mock_provider
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from falai_django import ProviderError, falai
-from falai_django.providers.base import BaseProvider, GenerateOutput, ProviderCapabilities, StreamChunk
+from falai_django.llm.types import BaseProvider, GenerateOutput, ProviderCapabilities, StreamChunk
 from falai_django.testing import fake_clock, mock_provider
 
 T0 = "2026-09-21T10:00:00.000Z"

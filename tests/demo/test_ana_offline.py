@@ -47,7 +47,7 @@ def test_importing_the_demo_agents_builds_nothing_and_needs_no_key(monkeypatch):
 
 def test_a_key_selects_gemini():
     from falai_django import GeminiProvider
-    from falai_django.playground import provider_label
+    from falai_django.playground.drive import provider_label
 
     gemini = build_ana(provider=make_provider("test-key"))
     assert isinstance(gemini.provider, GeminiProvider)

@@ -8,7 +8,7 @@ import pytest
 from providers import fake_vendors as fv
 
 from falai_django import AnthropicProvider, GeminiProvider, OpenAICompatibleProvider, OpenAIProvider
-from falai_django.playground import provider_label
+from falai_django.playground.drive import provider_label
 from falai_django.providers.offline import OfflineProvider
 from falai_django.testing import fake_clock
 from project.agents import build_ana, make_provider, provider_choice

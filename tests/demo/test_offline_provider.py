@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from falai_django.providers.base import GenerateInput, GenerateParameters, Provider
+from falai_django.llm.streaming import extract_message_so_far
+from falai_django.llm.types import GenerateInput, GenerateParameters, Provider
 from falai_django.providers.offline import MARK, OfflineProvider, match_enum, parse_boolean
-from falai_django.providers.streaming import extract_message_so_far
 
 SIZES = ["1-10", "11-50", "51-200", "200+"]
 

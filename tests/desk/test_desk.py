@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from demo import support
 
-from falai_django import desk, host
+from falai_django import host
+from falai_django.handoff import desk
 from falai_django.models import Assignment, Conversation, DeskEntry, History, SavedReply
 
 from .conftest import DESK, admin_operation_url, client_for, desk_url, sent_texts

@@ -115,10 +115,10 @@ def test_a_replayed_give_back_asks_nothing_twice(run_on_commit):
     asks = History.objects.filter(conversation_id=SID, step_id="porte").count()
     assert asks == 1
     # The same give-back again (say, a retried request racing a new handoff with the same stamp):
-    from falai_django import resume
+    from falai_django.handoff import state
 
-    for run in resume.resumable_runs(SID, handoff):
-        host.handle(SID, {"start": {"flow": run["flowId"], "key": resume.resume_key(handoff, run)}})
+    for run in state.resumable_runs(SID, handoff):
+        host.handle(SID, {"start": {"flow": run["flowId"], "key": state.resume_key(handoff, run)}})
 
     assert History.objects.filter(conversation_id=SID, step_id="porte").count() == 1
     last = TurnRecord.objects.filter(conversation_id=SID, kind="start").order_by("-id").first()

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scenarios.kit import TRIAGE_FIELDS, triage_flow
 
 from falai_django import falai
-from falai_django.providers.base import BaseProvider, GenerateInput, GenerateOutput
+from falai_django.llm.types import BaseProvider, GenerateInput, GenerateOutput
 from falai_django.testing import fake_clock
 
 RETOMAR = {"id": "retomar", "name": "Retomar", "on": [{"silence": "1h"}],

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from falai_django import ProviderError, falai
-from falai_django.providers.base import BaseProvider, GenerateInput, GenerateOutput, ProviderCapabilities
+from falai_django.llm.types import BaseProvider, GenerateInput, GenerateOutput, ProviderCapabilities
 
 EPOCH = float(os.environ.get("FAULT_CLOCK_EPOCH", "0") or time.time())
 SPEED = float(os.environ.get("FAULT_CLOCK_SPEED", "1"))

@@ -70,7 +70,8 @@ def drive(args) -> dict:
 def settle(args) -> bool:
     from django.db import connection
 
-    from falai_django import host, sending
+    from falai_django import host
+    from falai_django.host import delivery
     from falai_django.models import HistoryItem, TurnRecord
 
     deadline = time.monotonic() + args.settle
@@ -82,7 +83,7 @@ def settle(args) -> bool:
             unsent = sorted(set(HistoryItem.objects.filter(role="assistant", send_status__in=["pending", "sending"])
                                 .values_list("conversation_id", flat=True)))
             for sid in unsent:
-                sending.send_pending(sid)
+                delivery.send_pending(sid)
             if not parked and not unsent:
                 return True
         except Exception as exc:  # noqa: BLE001 - the database may still be coming back

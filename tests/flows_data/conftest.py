@@ -12,19 +12,20 @@ from . import agents
 def flows_settings(settings, monkeypatch):
     from django_q.conf import Conf
 
-    from falai_django import conf, dbflows
+    from falai_django import conf
+    from falai_django.flows import running
 
     settings.FALAI = {"AGENT": "flows_data.agents.current_agent", "SENDER": "flows_data.conftest.record_send",
                       "FLOWS_DB": True, "FLOWS_RELOAD_S": 2.0}
     settings.LANGUAGE_CODE = "en"
     monkeypatch.setattr(Conf, "SYNC", True)
     conf.clear_cache()
-    dbflows.invalidate()
+    running.invalidate()
     agents.reset()
     SENT.clear()
     yield
     conf.clear_cache()
-    dbflows.invalidate()
+    running.invalidate()
 
 
 SENT: list[str] = []

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from falai_django import drafts
 from falai_django.engine.errors import ProviderError
 from falai_django.engine.spec import flow_spec_schema
+from falai_django.flows import drafts
 from falai_django.llm.types import GenerateOutput
 from falai_django.models import Flow
 

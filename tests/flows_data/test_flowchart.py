@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from falai_django.flowchart import flow_svg
+from falai_django.flows.chart import flow_svg
 
 SPEC = {
     "id": "triagem", "on": [{"message": []}, {"event": "pedido"}],

@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from falai_django import funnel, host
+from falai_django import host
 from falai_django.engine.jstime import to_iso
+from falai_django.flows import funnel
 from falai_django.models import Flow
 from falai_django.testing import fake_clock
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from falai_django import conf, dbflows, host
+from falai_django import conf, host
+from falai_django.flows import running
 from falai_django.models import Flow, TurnRecord
 
 from . import agents
@@ -111,7 +112,7 @@ def test_a_step_that_no_longer_exists_ends_the_run_as_step_gone_in_the_run_log()
 def test_another_process_s_change_is_seen_after_the_reload_interval_for_one_query(
         monkeypatch, django_assert_num_queries):
     clock = [1000.0]
-    monkeypatch.setattr(dbflows.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(running.time, "monotonic", lambda: clock[0])
     Flow(id="boas_vindas", spec=spec(), enabled=True).save()
     assert [f.id for f in conf.get_agent().flows] == ["triagem", "boas_vindas"]
 
@@ -135,7 +136,7 @@ def test_a_stored_flow_that_no_longer_validates_is_left_out_and_the_rest_runs(ca
         {"id": "a", "kind": "do", "do": "notify", "with": {"message": "x"}}]), enabled=True).save()
     # The code changed under the stored flow: the action is gone.
     Flow.objects.filter(pk="aviso").update(spec=spec("aviso", steps=[{"id": "a", "kind": "do", "do": "gone"}]))
-    dbflows.invalidate()
+    running.invalidate()
     assert [f.id for f in conf.get_agent().flows] == ["triagem", "boas_vindas"]
     assert "database flow 'aviso'" in caplog.text and 'unknown action "gone"' in caplog.text
 

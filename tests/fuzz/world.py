@@ -22,7 +22,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from falai_django import ProviderError, falai
-from falai_django.providers.base import BaseProvider, GenerateInput, GenerateOutput, ProviderCapabilities
+from falai_django.llm.types import BaseProvider, GenerateInput, GenerateOutput, ProviderCapabilities
 
 # ------------------------------------------------------------------------------------ registries
 

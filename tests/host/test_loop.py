@@ -70,7 +70,7 @@ def test_a_wake_fires_and_is_honoured():
 
 
 def test_the_dispatcher_fires_a_due_wake_through_django_q():
-    from falai_django.wakes import dispatch_once
+    from falai_django.host.wakes import dispatch_once
 
     key = park_on_the_wait(staff_client())
     assert dispatch_once() == 0  # not due on the agent's clock
@@ -144,7 +144,7 @@ def test_a_unique_key_violation_rolls_back_and_replays_the_same_input(monkeypatc
     """A unique-key violation inside the write (another writer's row) is a conflict too: the CAS
     save, the wakes and the run log roll back with it, and the same input replays once. The
     collision is real: the first attempt is given the emission key of a row already stored."""
-    from falai_django import outbox
+    from falai_django.host import outbox
 
     host.handle_message("s1", "oi", id="wamid.1")
     taken = HistoryItem.objects.get(role="assistant").emission_key
@@ -183,7 +183,7 @@ def test_a_handoff_that_keeps_losing_the_compare_and_swap_is_a_409_not_a_500(mon
 
 def test_a_provider_error_parks_the_input_and_a_retry_answers_it():
     from falai_django.engine.errors import ProviderError
-    from falai_django.wakes import retry_parked_turns
+    from falai_django.host.wakes import retry_parked_turns
 
     client = staff_client()
     say(client, "s1", "oi", "wamid.1")
@@ -205,18 +205,18 @@ def test_a_provider_error_parks_the_input_and_a_retry_answers_it():
 
 
 def test_a_crash_between_commit_and_enqueue_loses_no_send(monkeypatch):
-    from falai_django import enqueue, sending
+    from falai_django.host import delivery, jobs
 
     def crash(session_id):
         raise SystemExit("worker killed after commit")
 
     with monkeypatch.context() as patched:
-        patched.setattr(enqueue, "enqueue_send", crash)
+        patched.setattr(jobs, "enqueue_send", crash)
         with pytest.raises(SystemExit):
             host.handle_message("s1", "oi", id="wamid.1")
     assert senders.sent == [] and HistoryItem.objects.get(role="assistant").send_status == "pending"
-    assert sending.sweep_unsent(older_than_s=0) == 1  # the dispatcher's sweep, after restart
-    assert sending.sweep_unsent(older_than_s=0) == 0
+    assert delivery.sweep_unsent(older_than_s=0) == 1  # the dispatcher's sweep, after restart
+    assert delivery.sweep_unsent(older_than_s=0) == 0
     assert texts(senders.sent) == [ASK]
 
 
@@ -225,7 +225,7 @@ def test_a_sender_that_raises_is_retried_and_sends_once(settings):
 
     from django.utils import timezone
 
-    from falai_django import sending
+    from falai_django.host import delivery
 
     settings.FALAI = {**settings.FALAI, "SEND_RETRY_BASE_S": 60}
     senders.fail_next(1)
@@ -233,8 +233,8 @@ def test_a_sender_that_raises_is_retried_and_sends_once(settings):
     item = HistoryItem.objects.get(role="assistant")
     assert item.send_status == "pending" and item.send_attempts == 1 and "channel down" in item.send_error
     HistoryItem.objects.update(next_attempt_at=timezone.now() - timedelta(seconds=1))
-    sending.sweep_unsent()
-    sending.sweep_unsent(older_than_s=0)
+    delivery.sweep_unsent()
+    delivery.sweep_unsent(older_than_s=0)
     assert texts(senders.sent) == [ASK]
     item.refresh_from_db()
     assert (item.send_status, item.send_attempts, item.send_error) == ("sent", 2, "")
@@ -244,7 +244,7 @@ def test_flushed_wake_jobs_are_rebuilt_by_requeue_and_every_waiting_run_complete
     from django.core.management import call_command
     from django_q.models import OrmQ
 
-    from falai_django.wakes import dispatch_once
+    from falai_django.host.wakes import dispatch_once
 
     client = staff_client()
     for n in range(3):
@@ -367,7 +367,7 @@ def test_an_unreadable_stored_session_is_a_loud_409_never_a_fresh_conversation()
 
 def test_a_wake_whose_turn_fails_on_the_provider_is_put_back_on_its_wake_row(monkeypatch):
     from falai_django.engine.errors import ProviderError
-    from falai_django.wakes import dispatch_once, retry_parked_turns
+    from falai_django.host.wakes import dispatch_once, retry_parked_turns
 
     key = park_on_the_wait(staff_client(), "s1")
     agents.clock().advance("1h")

@@ -97,7 +97,7 @@ def broker(request, monkeypatch, tmp_path, settings):
 
 def test_after_a_crash_and_a_restart_every_message_is_sent_and_every_wake_fires(broker, monkeypatch):
     kind, env, log = broker
-    from falai_django import enqueue
+    from falai_django.host import jobs
 
     sids = [f"c{n}" for n in range(CONVERSATIONS)]
     keys = {}
@@ -105,7 +105,7 @@ def test_after_a_crash_and_a_restart_every_message_is_sent_and_every_wake_fires(
         host.handle_message(sid, "oi", id=f"{sid}.1")
         keys[sid] = host.handle_message(sid, "meu nome é Ana", id=f"{sid}.2").result.schedule[0].key
     with monkeypatch.context() as crash:  # the process dies between commit and enqueue
-        crash.setattr(enqueue, "enqueue_send", lambda sid: (_ for _ in ()).throw(SystemExit("killed")))
+        crash.setattr(jobs, "enqueue_send", lambda sid: (_ for _ in ()).throw(SystemExit("killed")))
         with pytest.raises(SystemExit):
             host.handle_message("lost", "oi", id="lost.1")
     agents.clock().advance("1h")  # the wakes are due
@@ -116,7 +116,7 @@ def test_after_a_crash_and_a_restart_every_message_is_sent_and_every_wake_fires(
     partial = len(_delivered(log))
 
     cluster = _start_cluster(env)
-    from falai_django.wakes import Dispatcher
+    from falai_django.host.wakes import Dispatcher
 
     dispatcher = Dispatcher(poll_s=0.05, sweep_every_s=0.5)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from falai_django import host, sending
+from falai_django import host
+from falai_django.host import delivery
 from falai_django.models import History
 
 from . import senders
@@ -49,7 +50,7 @@ def test_a_send_in_the_callers_transaction_commits_none_of_it():
     assert connection.in_atomic_block  # the test's transaction
     host.handle_message(SID, "oi", id="wamid.1")  # the turn's rows: written, not committed
 
-    assert sending.send_pending(SID) == 1
+    assert delivery.send_pending(SID) == 1
 
     assert texts(senders.sent, SID) == [ASK]
     assert History.objects.get(conversation_id=SID, role="assistant").send_status == "sent"
@@ -60,12 +61,12 @@ def test_a_send_in_the_callers_transaction_commits_none_of_it():
 def test_a_failed_sent_mark_leaves_the_callers_transaction_usable(monkeypatch):
     host.handle_message(SID, "oi", id="wamid.1")
     rows_before = History.objects.filter(conversation_id=SID).count()
-    real = sending._committed
+    real = delivery._committed
     # The "sent" mark fails on the server (the statement after it divides by zero).
-    monkeypatch.setattr(sending, "_committed", lambda conn, statements: real(conn, statements + "SELECT 1/0; "))
+    monkeypatch.setattr(delivery, "_committed", lambda conn, statements: real(conn, statements + "SELECT 1/0; "))
 
     with pytest.raises(Exception, match="division by zero"):
-        sending.send_pending(SID)
+        delivery.send_pending(SID)
 
     # The caller's transaction goes on, with its rows: only the send's savepoint was rolled back.
     assert History.objects.filter(conversation_id=SID).count() == rows_before > 0
@@ -76,7 +77,7 @@ def test_a_failed_sent_mark_leaves_the_callers_transaction_usable(monkeypatch):
 
 def test_a_batch_send_in_the_callers_transaction_commits_none_of_it():
     host.handle_message(SID, "oi", id="wamid.1")
-    assert sending.send_many([SID]) == (1, [])
+    assert delivery.send_many([SID]) == (1, [])
     assert History.objects.get(conversation_id=SID, role="assistant").send_status == "sent"
     assert committed_history_rows() == 0
     assert lock_is_free()
@@ -84,10 +85,10 @@ def test_a_batch_send_in_the_callers_transaction_commits_none_of_it():
 
 def test_a_failed_batch_mark_leaves_the_callers_transaction_usable(monkeypatch):
     host.handle_message(SID, "oi", id="wamid.1")
-    real = sending._committed
-    monkeypatch.setattr(sending, "_committed", lambda conn, statements: real(conn, statements + "SELECT 1/0; "))
+    real = delivery._committed
+    monkeypatch.setattr(delivery, "_committed", lambda conn, statements: real(conn, statements + "SELECT 1/0; "))
     with pytest.raises(Exception, match="division by zero"):
-        sending.send_many([SID])
+        delivery.send_many([SID])
     assert History.objects.get(conversation_id=SID, role="assistant").send_status == "pending"
     assert committed_history_rows() == 0
     assert lock_is_free()

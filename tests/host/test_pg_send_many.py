@@ -1,4 +1,4 @@
-"""Sending several conversations at once (PostgreSQL, advisory locks): `sending.send_many` and
+"""Sending several conversations at once (PostgreSQL, advisory locks): `delivery.send_many` and
 the dispatcher's `SendListener`, which hands it the notified conversations in batches."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from falai_django.host.delivery import send_many
 from falai_django.models import History
-from falai_django.sending import send_many
 
 from . import senders
 from .test_sending import outbox
@@ -104,22 +104,22 @@ def test_a_failing_send_is_recorded_and_the_others_go_out():
 
 
 def test_the_listener_sends_its_queue_in_batches_and_forgets_what_it_sent():
-    from falai_django.wakes import SendListener
+    from falai_django.host.wakes import SendListener
 
     ids = [f"q{n}" for n in range(7)]
     for sid in ids:
         outbox(sid, (f"{sid}-1", 0))
     outbox("d", ("d1", 0), ("d2", 30))
     calls: list[list[str]] = []
-    import falai_django.sending as sending
+    from falai_django.host import delivery
 
-    original = sending.send_many
+    original = delivery.send_many
 
     def counting(taken, **kwargs):
         calls.append(list(taken))
         return original(taken, **kwargs)
 
-    sending.send_many = counting
+    delivery.send_many = counting
     listener = SendListener(threads=1, batch=3)
     try:
         submitted = sum(listener.submit(sid) for sid in [*ids, "d", "q0"])
@@ -128,7 +128,7 @@ def test_the_listener_sends_its_queue_in_batches_and_forgets_what_it_sent():
         while time.monotonic() < deadline and (listener.busy or listener.drains):
             time.sleep(0.02)
     finally:
-        sending.send_many = original
+        delivery.send_many = original
         listener.stop()
     assert not listener.busy and listener.drains == 0
     assert all(len(batch) <= 3 for batch in calls) and sorted(s for b in calls for s in b).count("q0") <= 2

@@ -40,7 +40,7 @@ def broker_rows() -> int:
 
 def listen():
     """A second connection LISTENing on the send channel."""
-    from falai_django.enqueue import SEND_CHANNEL
+    from falai_django.host.jobs import SEND_CHANNEL
 
     conn = connection.get_new_connection(connection.get_connection_params())
     conn.autocommit = True
@@ -87,11 +87,11 @@ def test_a_wake_turn_is_two_statements_and_marks_its_wake_done(notify_mode):
 
 def test_a_lost_compare_and_swap_writes_nothing_and_replays(notify_mode, monkeypatch):
     """Another writer saves between our load and our write: the one statement changes nothing."""
-    from falai_django import loop
+    from falai_django.host import turns
     from falai_django.stores.django import DjangoStore
 
     host.handle_message("s1", "oi", id="wamid.1")
-    original = loop.load_session_and_history
+    original = turns.load_session_and_history
     raced = {"n": 0}
 
     def load_then_race(session_id, store=None, **kw):
@@ -102,7 +102,7 @@ def test_a_lost_compare_and_swap_writes_nothing_and_replays(notify_mode, monkeyp
             DjangoStore().save(other, session.version)
         return session, history
 
-    monkeypatch.setattr(loop, "load_session_and_history", load_then_race)
+    monkeypatch.setattr(turns, "load_session_and_history", load_then_race)
     result = host.handle_message("s1", "meu nome é Ana", id="wamid.2")
     assert result.status == "done" and result.replays == 1 and result.version == 3
     assert History.objects.filter(content="meu nome é Ana").count() == 1
@@ -111,7 +111,7 @@ def test_a_lost_compare_and_swap_writes_nothing_and_replays(notify_mode, monkeyp
 
 
 def _run_dispatcher():
-    from falai_django.wakes import Dispatcher
+    from falai_django.host.wakes import Dispatcher
 
     dispatcher = Dispatcher(poll_s=0.05, sweep_every_s=0.2)
     thread = threading.Thread(target=dispatcher.run, kwargs={"max_seconds": 30}, daemon=True)
@@ -177,7 +177,7 @@ def test_the_demo_agents_silence_wake_is_replaced_in_the_same_statement(notify_m
 
 
 def test_a_wake_chunk_reads_its_wakes_sessions_and_transcripts_in_one_statement(notify_mode):
-    from falai_django.wakes import fire_wakes
+    from falai_django.host.wakes import fire_wakes
 
     keys = {}
     for sid in ("s1", "s2", "s3"):
@@ -200,8 +200,8 @@ def test_a_wake_chunk_reads_its_wakes_sessions_and_transcripts_in_one_statement(
 
 def test_a_wake_that_fails_in_a_chunk_leaves_the_others_written(notify_mode, monkeypatch):
     """One wake's unique-key violation is undone by its savepoint and replayed; the chunk commits."""
-    from falai_django import outbox
-    from falai_django.wakes import fire_wakes
+    from falai_django.host import outbox
+    from falai_django.host.wakes import fire_wakes
 
     for sid in ("s1", "s2"):
         host.handle_message(sid, "oi", id=f"{sid}.1")
@@ -303,13 +303,13 @@ def test_the_turn_statements_are_prepared_and_reused(notify_mode):
 def test_a_chunk_past_its_time_budget_commits_what_it_fired_and_hands_the_rest_back(notify_mode):
     """A chunk of slow turns must not outlive django-q2's task timeout: past its budget it stops,
     commits the wakes it fired, and puts the untried ones back to pending for the next poll."""
-    from falai_django.wakes import dispatch_once, fire_wakes
+    from falai_django.host.wakes import dispatch_once, fire_wakes
 
     for sid in ("s1", "s2", "s3"):
         host.handle_message(sid, "oi", id=f"{sid}.1")
         host.handle_message(sid, "meu nome é Ana", id=f"{sid}.2")
     agents.clock().advance("1h")
-    from falai_django.wakes import claim_due
+    from falai_django.host.wakes import claim_due
 
     claimed = claim_due()
     ids = [row[0] for row in claimed]
@@ -328,7 +328,7 @@ def test_a_chunk_past_its_time_budget_commits_what_it_fired_and_hands_the_rest_b
 def test_the_chunk_budget_is_half_the_task_timeout(monkeypatch):
     from django_q.conf import Conf
 
-    from falai_django.wakes import chunk_budget_s
+    from falai_django.host.wakes import chunk_budget_s
 
     monkeypatch.setattr(Conf, "TIMEOUT", 40)
     assert chunk_budget_s() == 20.0
@@ -390,7 +390,7 @@ def test_a_parked_turns_inbox_row_is_committed_again_with_its_reason(notify_mode
 def _generic_transcript_plan(conversation: str) -> str:
     """EXPLAIN ANALYZE of the turn's transcript read as a prepared statement's generic plan (the
     plan psycopg's prepared statements end up with), on one conversation."""
-    from falai_django.loop import _transcript_sql
+    from falai_django.host.turns import _transcript_sql
 
     with connection.cursor() as cursor:
         cursor.execute("SET plan_cache_mode = force_generic_plan")
@@ -441,7 +441,7 @@ def test_the_transcript_read_in_binary_keeps_every_character_and_its_order(notif
     non-ASCII arrive as written, in order, and the wake chunk's read gives the same."""
     from django.utils import timezone
 
-    from falai_django.loop import load_wakes
+    from falai_django.host.turns import load_wakes
 
     host.handle_message("odd", "oi", id="odd.0")
     odd = ['a "quoted", {braced} text', "back\\slash \\N NULL", "linha 1\nlinha 2\ttab", "não, é só", "",

@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from falai_django.engine.session import Session
 from falai_django.host import emission_key, idempotency_key
+from falai_django.host.delivery import send_pending, sweep_unsent
 from falai_django.models import HistoryItem
-from falai_django.sending import send_pending, sweep_unsent
 from falai_django.stores.django import DjangoStore
 
 from . import senders

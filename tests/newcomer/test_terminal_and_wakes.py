@@ -12,8 +12,9 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from falai_django import display, playground
+from falai_django.host import conversations
 from falai_django.models import Wake
+from falai_django.playground import display, drive
 
 pytestmark = pytest.mark.django_db(transaction=True)
 READABLE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
@@ -87,7 +88,7 @@ def test_a_stale_wake_is_not_listed_as_pending(demo_settings, admin_client):
 
     host.handle("5511", {"message": "oi", "id": "m1"})
     stale = _stale_wake("5511")
-    live = [w["key"] for w in playground.pending_wakes("5511")]
+    live = [w.key for w in conversations.read_conversation("5511").wakes]
     assert stale.key not in live and len(live) == 1
     page = admin_client.get(reverse("admin:falai_django_conversation_change", args=["5511"])).content.decode()
     assert stale.key not in page  # no "Fire now" for it
@@ -99,7 +100,7 @@ def test_one_readable_time_format_in_the_playground_the_admin_and_the_terminal(d
     from falai_django import host
 
     host.handle("5511", {"message": "oi", "id": "m1"})
-    [wake] = playground.snapshot("5511")["wakes"]
+    [wake] = drive.snapshot("5511")["wakes"]
     assert READABLE.match(wake["at_display"])
     page = admin_client.get(reverse("admin:falai_django_conversation_change", args=["5511"])).content.decode()
     assert wake["at_display"] in page  # the admin's `|date:"Y-m-d H:i:s"`

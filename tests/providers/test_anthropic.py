@@ -10,7 +10,7 @@ import pytest
 
 from falai_django import AnthropicProvider
 from falai_django.engine.errors import ProviderError
-from falai_django.providers.base import GenerateInput, GenerateParameters, ToolSpec
+from falai_django.llm.types import GenerateInput, GenerateParameters, ToolSpec
 
 from . import fake_vendors as fv
 from .vendor_kit import SECRET, SPEAK_SCHEMA, envelope, speak_input

@@ -10,7 +10,8 @@ from email.utils import format_datetime
 import pytest
 
 from falai_django.engine.errors import ProviderError
-from falai_django.providers.classify import classify_error, classify_kind, retry_after_ms_of, speak_deferral
+from falai_django.llm.classify import classify_kind, retry_after_ms_of
+from falai_django.llm.errors import classify_error, speak_deferral
 
 
 class SdkError(Exception):

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from falai_django.engine.errors import ProviderError
-from falai_django.providers.base import (
+from falai_django.llm.types import (
     BaseProvider,
     GenerateInput,
     GenerateOutput,

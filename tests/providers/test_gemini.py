@@ -9,9 +9,9 @@ import json
 import pytest
 
 from falai_django.engine.errors import ProviderError
-from falai_django.providers.base import GenerateInput, GenerateParameters, ToolSpec
+from falai_django.llm.streaming import StreamingMessageDecoder
+from falai_django.llm.types import GenerateInput, GenerateParameters, ToolSpec
 from falai_django.providers.gemini import GeminiProvider, gemini_json_schema
-from falai_django.providers.streaming import StreamingMessageDecoder
 
 from .fake_gemini import Reply, error_body, function_call_chunk, text_chunks
 

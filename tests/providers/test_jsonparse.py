@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from falai_django.providers.jsonparse import (
+from falai_django.llm.jsonparse import (
     envelope_of,
     extract_embedded_json_object,
     is_json_shaped,

@@ -9,7 +9,7 @@ import pytest
 
 from falai_django import OpenAIProvider
 from falai_django.engine.errors import ProviderError
-from falai_django.providers.base import GenerateParameters, ToolSpec
+from falai_django.llm.types import GenerateParameters, ToolSpec
 from falai_django.providers.openai import is_strict_schema
 
 from . import fake_vendors as fv

@@ -9,7 +9,7 @@ import pytest
 
 from falai_django import DeepSeekProvider, OpenAICompatibleProvider, OpenRouterProvider
 from falai_django.engine.errors import ProviderError
-from falai_django.providers.base import ToolSpec
+from falai_django.llm.types import ToolSpec
 
 from . import fake_vendors as fv
 from .vendor_kit import SECRET, SPEAK_SCHEMA, envelope, speak_input

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from falai_django.providers.streaming import StreamingMessageDecoder
-from falai_django.providers.streaming import extract_message_so_far as extract
+from falai_django.llm.streaming import StreamingMessageDecoder
+from falai_django.llm.streaming import extract_message_so_far as extract
 
 
 def feed_char_by_char(text: str) -> tuple[list[str], str]:

@@ -14,9 +14,8 @@ import pytest
 
 from falai_django.engine.errors import ProviderError
 from falai_django.llm.jsonparse import envelope_of
-from falai_django.llm.types import read_usage
-from falai_django.providers.base import GenerateInput, GenerateParameters, ToolSpec
-from falai_django.providers.streaming import StreamingMessageDecoder
+from falai_django.llm.streaming import StreamingMessageDecoder
+from falai_django.llm.types import GenerateInput, GenerateParameters, ToolSpec, read_usage
 
 from . import fake_vendors as fv
 from .vendor_kit import FLAVOR_IDS, SECRET, envelope, flavors, speak_input

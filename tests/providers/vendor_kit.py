@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from falai_django.providers.base import GenerateInput, GenerateParameters
+from falai_django.llm.types import GenerateInput, GenerateParameters
 
 from . import fake_vendors as fv
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from falai_django import conf
-from falai_django.inputs import UNSET
-from falai_django.loop import context_for
+from falai_django.host.inputs import UNSET
+from falai_django.host.turns import context_for
 
 DETAILS = {"whatsapp": {"type": "text", "wa_id": "5511", "profile_name": "Bia"}}
 

@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from falai_django.host.delivery import send_pending
 from falai_django.models import History
-from falai_django.sending import send_pending
 
 from . import agents
 from .payloads import WA_ID, deliver, envelope, text

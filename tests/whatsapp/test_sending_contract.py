@@ -8,10 +8,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from falai_django.host.delivery import send_pending
+from falai_django.host.outbox import outbox_row, write_outbox
 from falai_django.models import History
 from falai_django.models import Session as SessionRow
-from falai_django.outbox import outbox_row, write_outbox
-from falai_django.sending import PermanentSendError, RetryLater, send_pending
+from falai_django.sending import PermanentSendError, RetryLater
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -75,7 +75,7 @@ def test_in_a_conversations_first_turn_the_action_defers_until_it_is_saved():
 @pytest.mark.django_db(transaction=True)
 def test_a_campaign_start_for_a_new_number_sends_its_template(graph):
     from falai_django import host
-    from falai_django.wakes import dispatch_once
+    from falai_django.host.wakes import dispatch_once
 
     new = "5511000000077"
     first = host.handle_start(new, "campanha", key="campanha:1")

@@ -119,7 +119,7 @@ def test_a_lost_enqueue_leaves_the_input_for_the_sweep(graph, monkeypatch):
 
     from django.utils import timezone
 
-    from falai_django.inbox import retry_parked
+    from falai_django.host.inbox import retry_parked
 
     def broker_down(record_id):
         raise ConnectionError("broker down")
@@ -130,7 +130,7 @@ def test_a_lost_enqueue_leaves_the_input_for_the_sweep(graph, monkeypatch):
     record = TurnRecord.objects.get()
     assert record.status == "received"  # committed before the hand-off
 
-    from falai_django.enqueue import enqueue_turn
+    from falai_django.host.jobs import enqueue_turn
 
     monkeypatch.setattr("falai_django.channels.whatsapp.receive.enqueue_turn", enqueue_turn)  # the broker is back
     assert retry_parked(timezone.now() + timedelta(minutes=11)) == 1
@@ -175,9 +175,10 @@ def test_two_messages_of_one_customer_in_a_batch_are_answered_in_order(graph):
 
 
 def test_a_failing_input_does_not_hold_back_the_next_in_its_batch(graph, monkeypatch):
-    from falai_django import loop, tasks
+    from falai_django import tasks
+    from falai_django.host import turns
 
-    real = loop.process_record
+    real = turns.process_record
     seen = []
 
     def flaky(record_id):
@@ -186,7 +187,7 @@ def test_a_failing_input_does_not_hold_back_the_next_in_its_batch(graph, monkeyp
             raise RuntimeError("boom")
         return real(record_id)
 
-    monkeypatch.setattr(loop, "process_record", flaky)
+    monkeypatch.setattr(turns, "process_record", flaky)
     with pytest.raises(RuntimeError, match="boom"):
         tasks.process_turns([101, 102])
     assert seen == [101, 102]

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .templates import TEMPLATE_ACTION, template_action
-from .window import REASON as WINDOW_REASON
+from falai_django.channels.whatsapp.templates import TEMPLATE_ACTION, template_action
+from falai_django.channels.whatsapp.window import REASON as WINDOW_REASON
 
 __all__ = ["TEMPLATE_ACTION", "WINDOW_REASON", "send", "template_action"]
 
 
 def send(message: Any) -> str:
     """The sender (`FALAI["SENDER"]`): see `sender.send`. Imported on first use (it needs the models)."""
-    from .sender import send as send_one
+    from falai_django.channels.whatsapp.sender import send as send_one
 
     return send_one(message)

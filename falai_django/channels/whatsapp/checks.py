@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
-from ...conf import WHATSAPP_DEFAULTS
+from falai_django.conf import WHATSAPP_DEFAULTS
 
 REQUIRED = ("PHONE_NUMBER_ID", "ACCESS_TOKEN", "APP_SECRET", "VERIFY_TOKEN")
 WINDOW_MODES = ("skip", "stop", None)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ...engine.jstime import to_iso
+from falai_django.engine.jstime import to_iso
 
 logger = logging.getLogger("falai_django.whatsapp")
 

@@ -17,13 +17,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ...engine.jstime import try_parse_iso
-from ...enqueue import enqueue, enqueue_turn
-from ...inbox import receive
-from ...inputs import InputError
-from ...models import History
-from ...models import Session as SessionRow
-from .parse import Batch, Reaction, Status
+from falai_django.channels.whatsapp.parse import Batch, Reaction, Status
+from falai_django.engine.jstime import try_parse_iso
+from falai_django.host.inbox import receive
+from falai_django.host.inputs import InputError
+from falai_django.host.jobs import enqueue, enqueue_turn
+from falai_django.models import History
+from falai_django.models import Session as SessionRow
 
 logger = logging.getLogger("falai_django.whatsapp")
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
-from ... import conf
-from ...sending import OutboundSend, PermanentSendError, RetryLater, SendError
+from falai_django import conf
+from falai_django.sending import OutboundSend, PermanentSendError, RetryLater, SendError
 
 # Throughput and rate limits: retried with backoff.
 RATE_LIMIT_CODES = frozenset({4, 80007, 130429, 131056})

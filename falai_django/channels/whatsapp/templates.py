@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ... import channels, conf
+from falai_django import channels, conf
 
 TEMPLATE_ACTION = "whatsapp_template"
 TEMPLATE_KIND = "template"
@@ -68,10 +68,10 @@ def run_template(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     """Queue the template in the conversation's outbox (once per action key)."""
     from django.utils import timezone
 
-    from ...enqueue import hand_over_sends
-    from ...models import History
-    from ...models import Session as SessionRow
-    from ...outbox import outbox_row
+    from falai_django.host.jobs import hand_over_sends
+    from falai_django.host.outbox import outbox_row
+    from falai_django.models import History
+    from falai_django.models import Session as SessionRow
 
     session_id = channels.CURRENT_SESSION.get()
     if not session_id:

@@ -17,9 +17,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from ... import conf
-from .parse import parse_webhook
-from .receive import store_batch
+from falai_django import conf
+from falai_django.channels.whatsapp.parse import parse_webhook
+from falai_django.channels.whatsapp.receive import store_batch
 
 logger = logging.getLogger("falai_django.whatsapp")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...engine.jstime import try_parse_iso
+from falai_django.engine.jstime import try_parse_iso
 
 REASON = "whatsapp-24h-window"
 WINDOW = timedelta(hours=24)

@@ -23,7 +23,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import conf, display, host, playground, resume
+from falai_django import conf, host
+from falai_django.host import conversations
+from falai_django.playground import display, drive
 
 HELP = """Commands:
   /wake [key]          fire the next pending wake now (or the one named)
@@ -58,7 +60,7 @@ class Command(BaseCommand):
         self.session_id = options["session"] or f"cli-{secrets.token_hex(4)}"
         self.streaming = not options["no_stream"]
         self.stdout.write(f"Chatting with {self.name} as session {self.session_id}.")
-        self.stdout.write(f"Provider: {playground.provider_label(self.agent)}")
+        self.stdout.write(f"Provider: {drive.provider_label(self.agent)}")
         self.stdout.write("Type a message, or /help. Ctrl-D or /quit ends.\n")
         interactive = sys.stdin.isatty()
         while True:
@@ -97,11 +99,11 @@ class Command(BaseCommand):
             self.stdout.write(HELP)
         elif command == "wake":
             if rest:
-                pending = [w["key"] for w in playground.pending_wakes(self.session_id, self.agent)]
+                pending = [w.key for w in conversations.read_conversation(self.session_id, agent=self.agent).wakes]
                 if rest not in pending:
                     listed = ", ".join(pending) if pending else "none"
                     raise CommandError(f"no such wake: {rest} (pending: {listed}; /state lists them)")
-            result = playground.fast_forward(self.session_id, key=rest or None, agent=self.agent)
+            result = drive.fast_forward(self.session_id, key=rest or None, agent=self.agent)
             if result is None:
                 self.stdout.write("(no wake pending)")
             else:
@@ -118,16 +120,17 @@ class Command(BaseCommand):
             if name not in events:
                 known = ", ".join(events) if events else "none (this agent declares no events)"
                 raise CommandError(f"no such event: {name} (known: {known})")
-            self.report(playground.send_event(self.session_id, name, payload, agent=self.agent), streamed=False)
+            self.report(drive.send_event(self.session_id, name, payload, agent=self.agent), streamed=False)
         elif command == "silence":
             if not rest:
                 raise CommandError("usage: /silence reason")
             self.handoff(host.silence, rest)
             self.stdout.write(f"(silenced: {rest}; /unsilence gives the conversation back)")
         elif command == "unsilence":
-            _, resumed = self.handoff(resume.give_back)
+            resumed: list = []  # the flows the handoff silenced, started again
+            self.handoff(host.unsilence, on_resumed=resumed.append)
             self.stdout.write("(the agent has the conversation again)")
-            for result in resumed:  # the flows the handoff silenced, started again
+            for result in resumed:
                 self.report(result, streamed=False)
         elif command == "state":
             self.show_state()
@@ -135,9 +138,9 @@ class Command(BaseCommand):
             raise CommandError(f"unknown command /{command}; try /help")
         return True
 
-    def handoff(self, operation, *args: Any) -> Any:
+    def handoff(self, operation, *args: Any, **kwargs: Any) -> Any:
         try:
-            return operation(self.session_id, *args)
+            return operation(self.session_id, *args, **kwargs)
         except host.UnknownConversationError:
             raise CommandError("no conversation yet: say something first") from None
 
@@ -188,7 +191,7 @@ class Command(BaseCommand):
             self.stdout.write(f"(wake scheduled: {entry.key} at {display.when(entry.at)})")
 
     def show_state(self) -> None:
-        state = playground.snapshot(self.session_id, agent=self.agent)
+        state = drive.snapshot(self.session_id, agent=self.agent)
         if not state["exists"]:
             self.stdout.write("(no conversation yet)")
             return

@@ -6,7 +6,7 @@ import signal
 
 from django.core.management.base import BaseCommand
 
-from ...wakes import Dispatcher
+from falai_django.host.wakes import Dispatcher
 
 
 class Command(BaseCommand):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import conf
-from ...flowfiles import export_flows, import_flows
+from falai_django import conf
+from falai_django.flows.files import export_flows, import_flows
 
 
 class Command(BaseCommand):

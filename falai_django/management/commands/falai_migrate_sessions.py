@@ -15,16 +15,16 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from ...engine.errors import InvalidSessionError, SessionConflictError
-from ...engine.migrate import migrate_session
-from ...stores.django import DjangoStore
+from falai_django import conf
+from falai_django.engine.errors import InvalidSessionError, SessionConflictError
+from falai_django.engine.migrate import migrate_session
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 
 
 def migrate_rows(rows, *, flow_id_of, now=None, dry_run: bool = False) -> dict[str, Any]:
     """Migrate (session id, blob) pairs. Returns {migrated, existing, failed: [(id, reason)]}."""
-    store = DjangoStore()
+    store = conf.get_store()
     report: dict[str, Any] = {"migrated": [], "existing": [], "failed": []}
     for session_id, blob in rows:
         try:
@@ -90,7 +90,7 @@ class Command(BaseCommand):
             for session_id, reason in report["failed"]:
                 self.stdout.write(f"  {session_id}: {reason}")
         if options["requeue"] and report["migrated"] and not options["dry_run"]:
-            from ...host import requeue_wakes
+            from falai_django.host import requeue_wakes
 
             wakes = requeue_wakes(session_ids=report["migrated"])
             self.stdout.write(f"wakes queued: {wakes['wakes']}")

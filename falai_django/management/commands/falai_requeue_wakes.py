@@ -6,7 +6,7 @@ import sys
 
 from django.core.management.base import BaseCommand
 
-from ...host import requeue_wakes
+from falai_django.host import requeue_wakes
 
 
 def progress_bar(stream, width: int = 40):

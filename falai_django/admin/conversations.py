@@ -1,0 +1,367 @@
+"""The Django admin for conversations: runs, outcomes, transcript, and handing one to a human.
+
+- The list reads only the `Conversation` row's indexed columns (the blob is deferred) plus one
+  correlated subquery for the next wake, so a page costs the same few queries on 100,000 rows.
+  Status is derived from those columns: silenced (a handoff reason) > asking (a run asks) >
+  waiting (live runs at rest) > idle.
+- The page shows the transcript as a chat, the collected data, the live runs, the outcomes
+  timeline from the run log (`TurnRecord`), the pending wakes and the raw blob, read-only. A
+  blob that fails `Session.from_json` is shown as invalid and left exactly as stored.
+- Handoff operations are POST forms (no JavaScript needed) on custom URLs; each one is guarded
+  by a permission and written to Django's admin log. The work is done by `falai_django.handoff`.
+
+Permissions: `falai_django.handoff_conversation` (take over, silence, give back, fire a wake,
+re-enqueue wakes; the bulk actions) and `falai_django.reply_conversation` (reply as a human),
+declared in `Conversation.Meta.permissions` (created by `migrate` like any model permission).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
+
+from falai_django import handoff, host
+from falai_django.admin.desk import DeskAdminMixin, retry_send_note
+from falai_django.admin.filters import ConversationChangeList, FlowFilter, SilencedFilter, StatusFilter
+from falai_django.admin.sections import as_time, compact_json, outcomes_timeline, pretty_json, runs_of
+from falai_django.engine.errors import InvalidSessionError
+from falai_django.handoff import desk
+from falai_django.host import conversations
+from falai_django.host.conversations import STATUS_LABELS, conversation_status
+from falai_django.models import Assignment, Conversation, DeskEntry, ReadMarker, SavedReply, Wake
+
+HANDOFF_CODENAME = "handoff_conversation"  # declared in Conversation.Meta.permissions
+REPLY_CODENAME = "reply_conversation"
+
+
+def _next_wake() -> Subquery:
+    pending = Wake.objects.filter(conversation=OuterRef("pk")).exclude(state=Wake.State.DONE).order_by("at")
+    return Subquery(pending.values("at")[:1])
+
+
+# ---------------------------------------------------------------------------------------------
+# The admin
+# ---------------------------------------------------------------------------------------------
+
+
+@admin.register(Conversation)
+class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
+    change_form_template = "admin/falai_django/conversation/change_form.html"
+    list_display = (
+        "id",
+        "status_badge",
+        "flow_step",
+        "human_owner",
+        "silenced_reason",
+        "last_user_at",
+        "last_assistant_at",
+        "next_wake",
+    )
+    list_filter = (StatusFilter, FlowFilter, ("human_owner", admin.AllValuesFieldListFilter), SilencedFilter)
+    search_fields = ("id", "blob__data", "history__content")
+    search_help_text = _("Search by conversation id, a collected value or words from the transcript.")
+    ordering = ("-last_user_at",)
+    list_per_page = 50
+    show_full_result_count = False  # one COUNT on a filtered 100,000-row table is enough
+    actions = ("silence_selected", "give_back_selected")
+    fields = (
+        ("id", "status_badge"),
+        ("flow_step", "waiting_until"),
+        ("human_owner", "silenced_reason"),
+        ("last_user_at", "last_assistant_at"),
+        ("version", "created_at", "updated_at"),
+    )
+    readonly_fields = tuple(name for line in fields for name in line)
+
+    # -- permissions: the blob is never edited here; handoff has its own permissions ------
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_handoff_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(f"{self.opts.app_label}.{HANDOFF_CODENAME}")
+
+    def has_reply_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(f"{self.opts.app_label}.{REPLY_CODENAME}")
+
+    # -- the list ---------------------------------------------------------------------------
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(next_wake_at=_next_wake())
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ConversationChangeList
+
+    @admin.display(description=_("status"))
+    def status_badge(self, obj: Conversation) -> str:
+        status = conversation_status(obj)
+        return format_html('<span class="falai-status falai-status-{}">{}</span>', status, STATUS_LABELS[status])
+
+    @admin.display(description=_("flow · step"), ordering="asking_flow")
+    def flow_step(self, obj: Conversation) -> str:
+        if not obj.asking_flow:
+            return self.get_empty_value_display()  # a readonly field would print None
+        return f"{obj.asking_flow} · {obj.asking_step}" if obj.asking_step else obj.asking_flow
+
+    @admin.display(description=_("next wake"), ordering="next_wake_at")
+    def next_wake(self, obj: Conversation) -> Any:
+        return getattr(obj, "next_wake_at", None)
+
+    # -- the page ---------------------------------------------------------------------------
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        obj = self.get_object(request, unquote(object_id))
+        context = dict(extra_context or {})
+        if obj is not None and self.has_view_or_change_permission(request, obj):
+            context.update(self.conversation_context(request, obj))
+        return super().change_view(request, object_id, form_url, extra_context=context)
+
+    def conversation_context(self, request: HttpRequest, obj: Conversation) -> dict[str, Any]:
+        read = conversations.read_conversation(obj.pk)
+        session = read.session
+        # the messages with the handoff markers and notes, as the desk shows them
+        timeline, transcript_total = desk.transcript(obj.pk)
+        handoff_state = read.handoff
+        wakes = [{"key": w.key, "at": w.at, "computed": w.entry is not None,
+                  "state": Wake.State(w.state).label if w.queued else ""} for w in read.wakes]
+        return {
+            "falai": {
+                "status": conversation_status(obj),
+                "status_label": STATUS_LABELS[conversation_status(obj)],
+                "invalid": read.invalid,
+                "handoff": handoff_state,
+                "handoff_at": as_time(handoff_state.get("at")) if handoff_state else None,
+                "timeline": timeline,
+                "transcript": [item for item in timeline if item["type"] == "message"],
+                "transcript_total": transcript_total,
+                "retry_url": self.operation_url(obj.pk, "retry-send"),
+                "desk_url": self.desk_url("_conversation", obj.pk),
+                "data": [(name, compact_json(value)) for name, value in session.data.items()] if session else [],
+                "runs": runs_of(session) if session else [],
+                "outcomes": outcomes_timeline(obj.pk),
+                "wakes": wakes,
+                "wakes_problem": read.wakes_problem,
+                "raw": pretty_json(read.blob),
+                "can_handoff": self.has_handoff_permission(request, obj),
+                "can_reply": self.has_reply_permission(request, obj),
+                "understand_default": handoff.understand_by_default(),
+                "me": request.user.get_username(),
+                "urls": {op.replace("-", "_"): self.operation_url(obj.pk, op) for op in OPERATIONS},
+            }
+        }
+
+    # -- handoff operations (POST only) -------------------------------------------------------
+    def get_urls(self) -> list[Any]:
+        own = [
+            path(
+                "<path:object_id>/handoff/<slug:operation>/",
+                self.admin_site.admin_view(self.operation_view),
+                name=f"{self.opts.app_label}_{self.opts.model_name}_handoff",
+            )
+        ]
+        return self.desk_urls() + own + super().get_urls()  # before the catch-all "<path:object_id>/" redirect
+
+    def operation_url(self, pk: str, operation: str) -> str:
+        return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_handoff", args=[quote(pk), operation],
+                       current_app=self.admin_site.name)
+
+    def change_url(self, pk: str, anchor: str = "") -> str:
+        url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[quote(pk)],
+                      current_app=self.admin_site.name)
+        return url + (f"#{anchor}" if anchor else "")
+
+    def operation_view(self, request: HttpRequest, object_id: str, operation: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        spec = OPERATIONS.get(operation)
+        if spec is None:
+            from django.http import Http404
+
+            raise Http404(operation)
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        permission, run, anchor = spec
+        if not self.has_view_permission(request, obj) or not permission(self, request, obj):
+            raise PermissionDenied
+        try:
+            note = run(self, request, obj)
+        except InvalidSessionError as exc:
+            self.message_user(request, gettext("Nothing was changed: this conversation's session blob is invalid "
+                                               "(%(error)s).") % {"error": exc}, messages.ERROR)
+        except (handoff.HandoffError, ValueError, host.UnknownConversationError) as exc:  # DeskError is one
+            self.message_user(request, gettext("Nothing was changed: %(error)s.") % {"error": exc}, messages.ERROR)
+        else:
+            self.log_change(request, obj, note)
+            self.message_user(request, note, messages.SUCCESS)
+        return HttpResponseRedirect(self.change_url(obj.pk, anchor))
+
+    def _take_over(self, request: HttpRequest, obj: Conversation) -> str:
+        owner = request.user.get_username()
+        understand = request.POST.get("understand") == "on"
+        handoff.take_over(obj.pk, owner, understand=understand, by=request.user)
+        if understand:
+            return gettext("Took over as %(owner)s (fields keep landing).") % {"owner": owner}
+        return gettext("Took over as %(owner)s.") % {"owner": owner}
+
+    def _silence(self, request: HttpRequest, obj: Conversation) -> str:
+        reason = request.POST.get("reason", "").strip()
+        mode = request.POST.get("mode") or "stop"
+        if mode not in SILENCE_MODES:
+            raise handoff.HandoffError(gettext("unknown silence form %(mode)s") % {"mode": mode})
+        if not reason:
+            raise handoff.HandoffError(gettext("a silence needs a reason"))
+        handoff.silence(obj.pk, reason, mode=mode, by=request.user)
+        return gettext("Silenced: %(reason)s (%(mode)s).") % {"reason": reason, "mode": SILENCE_MODES[mode]}
+
+    def _give_back(self, request: HttpRequest, obj: Conversation) -> str:
+        handoff.give_back(obj.pk, by=request.user)
+        return gettext("Gave the conversation back to the assistant.")
+
+    def _reply(self, request: HttpRequest, obj: Conversation) -> str:
+        text = request.POST.get("text", "").strip()
+        if not text:
+            raise handoff.HandoffError(gettext("a reply needs text"))
+        reply = handoff.reply_as_human(obj.pk, text, author=request.user.get_username())
+        if reply.event is None:
+            self.message_user(request, gettext("The agent registers no outbound event, so the engine was not told "
+                                               "of this reply: silence timers were not re-armed."), messages.WARNING)
+        return gettext("Replied as %(author)s: %(text)s") % {"author": request.user.get_username(), "text": text}
+
+    def _retry_send(self, request: HttpRequest, obj: Conversation) -> str:
+        return retry_send_note(obj.pk, request.POST.get("item", ""))
+
+    def _fire_wake(self, request: HttpRequest, obj: Conversation) -> str:
+        key = request.POST.get("key", "")
+        result = handoff.fire_wake_now(obj.pk, key)
+        codes = ", ".join(o.code for o in (result.result.outcomes if result.result else []) if o.code)
+        if result.changed:
+            return gettext("Fired wake %(key)s now.") % {"key": key}
+        if result.status in ("retry", "failed"):
+            return gettext("Fired wake %(key)s now; the turn could not finish (%(status)s: %(error)s).") % {
+                "key": key, "status": result.status, "error": result.error}
+        return gettext("Fired wake %(key)s now; it changed nothing (%(codes)s).") % {
+            "key": key, "codes": codes or result.status}
+
+    def _requeue(self, request: HttpRequest, obj: Conversation) -> str:
+        report = handoff.requeue_wakes(obj.pk)
+        if report.get("failed"):
+            raise handoff.HandoffError(gettext("the agent could not compute this conversation's wakes"))
+        return ngettext("Re-enqueued %(count)d wake.", "Re-enqueued %(count)d wakes.", report["wakes"]) % {
+            "count": report["wakes"]}
+
+    # -- bulk actions on the list -----------------------------------------------------------
+    @admin.action(permissions=["handoff"], description=_("Silence the selected conversations"))
+    def silence_selected(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        reason = request.POST.get("reason", "").strip()
+        mode = request.POST.get("mode") or "stop"
+        if request.POST.get("confirm") != "yes" or not reason or mode not in SILENCE_MODES:
+            return TemplateResponse(request, "admin/falai_django/conversation/silence_selected.html", {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": gettext("Silence conversations"),
+                "select_across": request.POST.get("select_across", "0"),
+                "count": queryset.count(),
+                "ids": [] if request.POST.get("select_across") == "1" else list(queryset.values_list("pk", flat=True)),
+                "modes": list(SILENCE_MODES.items()),
+                "reason": reason,
+                "mode": mode,
+                "missing_reason": request.POST.get("confirm") == "yes" and not reason,
+                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            })
+        note = gettext("Silenced: %(reason)s (%(mode)s).") % {"reason": reason, "mode": SILENCE_MODES[mode]}
+        self._bulk(request, queryset, lambda pk: handoff.silence(pk, reason, mode=mode), note)
+        return None
+
+    @admin.action(permissions=["handoff"], description=_("Give the selected conversations back to the assistant"))
+    def give_back_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._bulk(request, queryset.filter(silenced_reason__isnull=False), handoff.give_back,
+                   gettext("Gave the conversation back to the assistant."))
+
+    def _bulk(self, request: HttpRequest, queryset: QuerySet, operation: Callable[[str], Any], note: str) -> None:
+        done: list[Conversation] = []
+        failed: list[str] = []
+        for obj in queryset.defer("blob"):
+            try:
+                operation(obj.pk)
+            except (InvalidSessionError, handoff.HandoffError, ValueError, host.UnknownConversationError):
+                failed.append(obj.pk)
+            else:
+                done.append(obj)
+        if done:
+            LogEntry.objects.log_actions(user_id=request.user.pk, queryset=done, action_flag=CHANGE,
+                                         change_message=note, single_object=False)
+            self.message_user(request, ngettext("%(count)d conversation: %(note)s",
+                                                "%(count)d conversations: %(note)s", len(done))
+                              % {"count": len(done), "note": note}, messages.SUCCESS)
+        if failed:
+            self.message_user(request, gettext("Left unchanged (invalid session blob): %(ids)s")
+                              % {"ids": ", ".join(failed)}, messages.ERROR)
+
+
+SILENCE_MODES = {
+    "stop": _("stop: the whole run stops (zero model calls)"),
+    "skip": _("skip: talk and say steps are skipped, do steps still run"),
+    "understand": _("understand: fields keep landing, nothing is said"),
+}
+
+# operation slug -> (permission check, runner, anchor on the page to return to)
+OPERATIONS: dict[str, tuple[Callable[..., bool], Callable[..., str], str]] = {
+    "take-over": (ConversationAdmin.has_handoff_permission, ConversationAdmin._take_over, "handoff"),
+    "silence": (ConversationAdmin.has_handoff_permission, ConversationAdmin._silence, "handoff"),
+    "give-back": (ConversationAdmin.has_handoff_permission, ConversationAdmin._give_back, "handoff"),
+    "reply": (ConversationAdmin.has_reply_permission, ConversationAdmin._reply, "transcript"),
+    "fire-wake": (ConversationAdmin.has_handoff_permission, ConversationAdmin._fire_wake, "wakes"),
+    "requeue-wakes": (ConversationAdmin.has_handoff_permission, ConversationAdmin._requeue, "wakes"),
+    "retry-send": (ConversationAdmin.has_reply_permission, ConversationAdmin._retry_send, "transcript"),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The desk's models: saved replies are the team's to edit; the rest is shown read-only
+# ---------------------------------------------------------------------------------------------
+
+
+@admin.register(SavedReply)
+class SavedReplyAdmin(admin.ModelAdmin):
+    list_display = ("title", "text")
+    search_fields = ("title", "text")
+
+
+class _ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(DeskEntry)
+class DeskEntryAdmin(_ReadOnlyAdmin):
+    list_display = ("conversation", "kind", "author_name", "text", "at")
+    list_filter = ("kind",)
+    search_fields = ("conversation__id", "text")
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(_ReadOnlyAdmin):
+    list_display = ("conversation", "assignee", "assigned_at")
+
+
+@admin.register(ReadMarker)
+class ReadMarkerAdmin(_ReadOnlyAdmin):
+    list_display = ("user", "conversation", "last_read_id")

@@ -1,0 +1,100 @@
+"""The host: the turn pipeline around the pure engine, and its public functions (the README's API).
+
+An input travels: `inputs` (checked) → `inbox` (its durable row) → `turns` (load, `turn()`,
+replay on conflict) → `writer` (one transaction: session, transcript, outbox, wakes, run log)
+→ `jobs` (hand the sends and wakes over) → `delivery` (the sender, in order) and `wakes` (the
+dispatcher fires them later).
+
+- `inputs`         one validated turn input (`parse_turn_input`, `InputError`); the handoff in force
+                   as the turn's `silenced` (`handoff_of`, `silenced_for`)
+- `inbox`          the durable inbox and run log: `receive`, `HostResult`, park / fail / retry
+- `turns`          running a turn: `handle`, `stream`, `process`; the load statement
+- `writer`         the one writer of a turn (one statement on PostgreSQL)
+- `outbox`         outbox rows (turns and human replies), emission and idempotency keys
+- `jobs`           the one place that queues django-q2 tasks or NOTIFYs the sender
+- `delivery`       sending the outbox: the send lock, order, `after_ms`, retries, the sweep
+- `sandbox`        the playground's conversations never reach `FALAI["SENDER"]`
+- `wakes`          the dispatcher (due wakes → tasks, the NOTIFY sender pool); `requeue_wakes`
+- `conversations`  the one read model people see a conversation through; the list's status rules
+
+`host/` imports `models/`, `engine/`, `stores/`, `channels/` and the settings; it never imports a
+domain above it (`handoff/`, `flows/`, `admin/`, `playground/`) nor an entry point. The two
+handoff operations this facade names, `silence` and `unsilence` (the give-back, which resumes what
+the handoff silenced), live in `handoff.state` and resolve on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from falai_django.conf import agent_now
+from falai_django.host.conversations import read_conversation, session_state
+from falai_django.host.inbox import HostResult, receive, retry_delay_s
+from falai_django.host.inputs import (
+    HANDOFF_MODES,
+    INPUT_KINDS,
+    InputError,
+    TurnInput,
+    UnknownConversationError,
+    handoff_of,
+    parse_turn_input,
+    silenced_for,
+)
+from falai_django.host.outbox import emission_key, idempotency_key
+from falai_django.host.turns import (
+    context_for,
+    handle,
+    load_history,
+    load_session_and_history,
+    process,
+    process_record,
+    stream,
+)
+from falai_django.host.wakes import requeue_wakes
+
+if TYPE_CHECKING:  # the handoff's operations, named here for the README's API (resolved lazily below)
+    from falai_django.handoff.state import give_back as unsilence
+    from falai_django.handoff.state import silence
+
+__all__ = [
+    "HANDOFF_MODES", "INPUT_KINDS", "HostResult", "InputError", "TurnInput", "UnknownConversationError",
+    "agent_now", "context_for", "emission_key", "handle", "handle_event", "handle_message", "handle_start",
+    "handle_wake", "handoff_of", "idempotency_key", "load_history", "load_session_and_history",
+    "parse_turn_input", "process", "process_record", "read_conversation", "receive", "requeue_wakes",
+    "retry_delay_s", "session_state", "silence", "silenced_for", "stream", "unsilence",
+]
+
+# name here -> (module, name there): the handoff's write path, which imports the host itself
+HANDOFF_OPERATIONS = {
+    "silence": ("falai_django.handoff.state", "silence"),
+    "unsilence": ("falai_django.handoff.state", "give_back"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in HANDOFF_OPERATIONS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = HANDOFF_OPERATIONS[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def handle_message(session_id: str, text: str, *, id: str | None = None, at: str | None = None,
+                   **kw: Any) -> HostResult:
+    return handle(session_id, {"message": text, "id": id, "at": at}, **kw)
+
+
+def handle_wake(session_id: str, key: str, **kw: Any) -> HostResult:
+    return handle(session_id, {"wake": key}, **kw)
+
+
+def handle_event(session_id: str, event: str, *, key: str, payload: Any = None, hop: int | None = None,
+                 **kw: Any) -> HostResult:
+    return handle(session_id, {"event": event, "key": key, "payload": payload, "hop": hop}, **kw)
+
+
+def handle_start(session_id: str, flow: str, *, key: str, input: Any = None, hop: int | None = None,
+                 **kw: Any) -> HostResult:
+    return handle(session_id, {"start": {"flow": flow, "key": key, "input": input, "hop": hop}}, **kw)

@@ -1,0 +1,401 @@
+"""The turn loop of "Go to production": load, turn, write, hand off.
+
+    handle(session_id, {"message": "oi", "id": "wamid.1"})   # or {"wake": key}, {"event": ...}, {"start": {...}}
+
+1. The input is checked once (`inputs.parse_turn_input`) and kept in the durable inbox (a
+   `TurnRecord` row) before the model is called. On PostgreSQL the inbox INSERT, the session
+   and the transcript travel in one statement (one round trip, one commit). A wake's own `Wake`
+   row is durable already, so its run-log row is written once, with the turn.
+2. The session is parsed once (JSON text → `Session`, by pydantic-core); `context` (the caller's,
+   else `FALAI["CONTEXT"]`) and `silenced` (the caller's, else the handoff) are added and
+   `agent.turn` runs.
+3. `changed` is false: the run log records the outcome lines, nothing else.
+4. Otherwise `writer.write_turn` writes everything in one transaction (one statement on
+   PostgreSQL). A `SessionConflictError` or a unique-key violation writes nothing and the same
+   input is replayed.
+5. The sends are handed over after commit: by the NOTIFY inside the write (PostgreSQL), by a
+   django-q2 task, or right here when the turn already runs in a worker (`send_inline`).
+
+A `ProviderError` parks the input (`status = retry`, exponential backoff); the dispatcher
+retries it. Nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from falai_django import channels, conf
+from falai_django.engine.errors import ProviderError, SessionConflictError
+from falai_django.host import inbox, jobs
+from falai_django.host.delivery import send_after_commit
+from falai_django.host.inbox import HostResult
+from falai_django.host.inputs import UNSET, TurnInput, silenced_for
+from falai_django.host.writer import TurnWrite, write_turn
+from falai_django.models import History, TurnRecord, Wake
+from falai_django.models.sql import blob_select, bound_cursor, read_blob_text
+from falai_django.stores.django import DjangoStore
+
+logger = logging.getLogger("falai_django.host")
+
+
+def handle(
+    session_id: str,
+    turn_input: dict[str, Any] | TurnInput,
+    *,
+    silenced: Any = None,
+    context: Any = UNSET,
+    anchors: dict[str, Any] | None = None,
+    claims: dict[str, Any] | None = None,
+    agent: Any = None,
+    send_inline: bool = False,
+    loaded: tuple[Any, list[dict[str, str]]] | None = None,
+) -> HostResult:
+    """Run one input through the whole loop. See the module docstring.
+
+    `send_inline=True` (django-q2 tasks that already run in a worker) sends right after commit in
+    this process instead of handing the sends over, unless a message carries an `after_ms` delay.
+    `loaded`: the session and transcript read already (a wake chunk reads them all at once); a
+    replay after a conflict reads them again.
+    """
+    record, context = _receive(session_id, turn_input, silenced, context, anchors, claims, agent)
+    return process(record, agent=agent, context=context, send_inline=send_inline,
+                   inbox_first=record.kind != TurnRecord.Kind.WAKE, loaded=loaded)
+
+
+def stream(
+    session_id: str,
+    turn_input: dict[str, Any] | TurnInput,
+    *,
+    silenced: Any = None,
+    context: Any = UNSET,
+    anchors: dict[str, Any] | None = None,
+    claims: dict[str, Any] | None = None,
+    agent: Any = None,
+) -> Iterator[dict[str, Any]]:
+    """The loop over `agent.turn_stream`: yields `{"delta": str}`, `{"replay": n}` (a conflict:
+    the text so far is void and streams again), and last `{"done": True, "host": HostResult}`."""
+    record, context = _receive(session_id, turn_input, silenced, context, anchors, claims, agent)
+    yield from _run(record, agent=agent, context=context, streaming=True, inbox_first=True)
+
+
+def _receive(session_id: str, turn_input: dict[str, Any] | TurnInput, silenced: Any, context: Any,
+             anchors: Any, claims: Any, agent: Any) -> tuple[TurnRecord, Any]:
+    """The checked input's inbox row, unsaved (the loop writes it with its first read), and its context."""
+    record = inbox.receive(session_id, turn_input, silenced=silenced, context=context, anchors=anchors,
+                           claims=claims, agent=agent, persist=False)
+    return record, turn_input.context if isinstance(turn_input, TurnInput) else context
+
+
+def process(record: TurnRecord, *, agent: Any = None, context: Any = UNSET, send_inline: bool = False,
+            inbox_first: bool = False, loaded: tuple[Any, list[dict[str, str]]] | None = None) -> HostResult:
+    """Run (or re-run) an input. Safe to call again for the same record.
+
+    `inbox_first`: the record is not saved yet and must be, before the model call (wakes are not:
+    their `Wake` row is the durable copy).
+    """
+    for event in _run(record, agent=agent, context=context, streaming=False, send_inline=send_inline,
+                      inbox_first=inbox_first, loaded=loaded):
+        if event.get("done"):
+            return event["host"]
+    raise AssertionError("the host loop ended without a result")  # pragma: no cover
+
+
+def process_record(record_id: int) -> HostResult | None:
+    """Re-run a parked or interrupted input by id (the django-q2 task calls this)."""
+    record = TurnRecord.objects.filter(pk=record_id).first()
+    if record is None or record.status in (TurnRecord.Status.DONE, TurnRecord.Status.UNCHANGED):
+        return None
+    return process(record)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+
+
+def load_history(session_id: str, limit: int | None = None) -> list[dict[str, str]]:
+    """The transcript before this input, oldest first (sends that failed for good are left out)."""
+    limit = limit or conf.get("HISTORY_LIMIT")
+    rows = list(History.objects.transcript(session_id).order_by("-id").values_list("role", "content")[:limit])
+    rows.reverse()
+    return [{"role": role, "content": content} for role, content in rows]
+
+
+def load_session_and_history(session_id: str, store: DjangoStore | None = None, *,
+                             inbox_row: TurnRecord | None = None,
+                             answer_follows: bool = False) -> tuple[Any, list[dict[str, str]]]:
+    """Step 1 of the loop: the stored session (or None) and the transcript before this input.
+
+    With `inbox_row` (unsaved) the row is written first. On PostgreSQL all of it is one
+    statement: the INSERT in a CTE, the blob as text, the transcript as two text arrays (binary).
+
+    `answer_follows`: the caller is told nothing until this process commits again (the result,
+    or the row marked parked / failed / unchanged), so the inbox row's commit does not wait for
+    its WAL flush (`synchronous_commit = off` for that one transaction). That later commit
+    flushes the WAL up to its own record, the inbox row's included; if this process dies first
+    the row is in the server all the same (only a server crash in the same instant loses it,
+    and then the caller got no answer and sends again). See docs/DECISIONS.md H8.
+    """
+    store = store or conf.get_store()
+    connection = store.connection()
+    if connection.vendor != "postgresql":
+        if inbox_row is not None:
+            inbox_row.save(force_insert=True, using=store.db_alias())
+        return store.load(session_id), load_history(session_id)
+    sql = _load_sql(connection, store.get_model_class()._meta.db_table, inbox=inbox_row is not None,
+                    # inside a caller's transaction the setting would reach the caller's commit
+                    relaxed=answer_follows and inbox_row is not None and not connection.in_atomic_block)
+    head = [] if inbox_row is None else [
+        session_id, inbox_row.kind, inbox_row.input_key, json.dumps(inbox_row.input, ensure_ascii=False)]
+    params = head + [session_id] * (sql.count("%s") - len(head))  # the blob's and the transcript's
+    with bound_cursor(connection, binary_results=True) as cursor:
+        cursor.execute(sql, params)
+        turn_id, text, items = cursor.fetchone()[:3]
+    if inbox_row is not None:
+        inbox_row.pk = inbox_row.id = turn_id
+        inbox_row._state.adding = False
+        inbox_row._state.db = store.db_alias()
+    session = read_blob_text(text, session_id) if text is not None else None  # a broken row raises: loud
+    return session, _history_items(items)
+
+
+def _history_items(arrays: list[list[str]]) -> list[dict[str, str]]:
+    """`_transcript_sql`'s [roles, contents] as history items (an empty array: no transcript)."""
+    if not arrays:
+        return []
+    roles, contents = arrays
+    return [{"role": role, "content": content} for role, content in zip(roles, contents, strict=True)]
+
+
+_LOAD_SQL: dict[tuple[str, str, bool, bool, int], str] = {}
+
+
+def _load_sql(connection: Any, sessions_table: str, *, inbox: bool, relaxed: bool = False) -> str:
+    """Step 1's statement (PostgreSQL), built once per database, table, shape and HISTORY_LIMIT."""
+    key = (connection.alias, sessions_table, inbox, relaxed, int(conf.get("HISTORY_LIMIT")))
+    sql = _LOAD_SQL.get(key)
+    if sql is None:
+        sql = _LOAD_SQL[key] = _build_load_sql(connection, sessions_table, inbox=inbox, relaxed=relaxed)
+    return sql
+
+
+def _build_load_sql(connection: Any, sessions_table: str, *, inbox: bool, relaxed: bool = False) -> str:
+    q = connection.ops.quote_name
+    transcript = _transcript_sql(connection, "%s")
+    blob = f"(SELECT {blob_select(connection)} FROM {q(sessions_table)} WHERE {q('id')} = %s)"
+    if not inbox:
+        return f"SELECT NULL, {blob}, {transcript}"
+    turns = q(TurnRecord._meta.db_table)
+    # Set for this statement's own transaction only (is_local); read when it commits.
+    relax = ", set_config('synchronous_commit', 'off', true)" if relaxed else ""
+    return (
+        f"WITH t AS (INSERT INTO {turns} ({q('conversation_id')}, {q('kind')}, {q('input_key')}, {q('input')}, "
+        f"{q('status')}, {q('attempts')}, {q('replays')}, {q('error')}, {q('started')}, {q('ended')}, "
+        f"{q('outcomes')}, {q('skipped')}, {q('schedule')}, {q('llm_calls')}) "
+        f"VALUES (%s, %s, %s, %s::jsonb, 'received', 0, 0, '', '[]', '[]', '[]', '[]', '[]', 0) "
+        f"RETURNING {q('id')}) SELECT (SELECT {q('id')} FROM t), {blob}, {transcript}{relax}"
+    )
+
+
+def _transcript_sql(connection: Any, conversation: str) -> str:
+    """`load_history` as one PostgreSQL subquery: the last HISTORY_LIMIT items (failed sends left
+    out), oldest first, as a two-row text array `[roles, contents]` (`{}` when there are none),
+    read in binary (`bound_cursor(binary_results=True)`): cheaper for both sides than JSON text
+    of the pairs, which the server has to escape and the client to parse. `conversation` is SQL
+    (a %s or a column).
+
+    The conversation is bounded by `>=` and a row comparison rather than `=` on purpose (see
+    docs/DECISIONS.md H9): with `=` the prepared statement's generic plan may walk the whole
+    table's primary key newest first, skipping everybody else's rows, and a plain range is
+    estimated so small that the whole conversation is read and sorted. In this form the only
+    cheap plan is the conversation's own (conversation_id, id) index, newest first, stopping at
+    the limit; on a small table the planner may still read the conversation and sort it."""
+    q = connection.ops.quote_name
+    history = q(History._meta.db_table)
+    limit = int(conf.get("HISTORY_LIMIT"))
+    return (
+        f"(SELECT ARRAY[array_agg(h.{q('role')} ORDER BY h.{q('id')}), array_agg(h.{q('content')} ORDER BY h.{q('id')})] "
+        f"FROM (SELECT {q('id')}, {q('role')}, {q('content')} FROM {history} "
+        f"WHERE {q('conversation_id')} >= {conversation} "
+        f"AND ({q('conversation_id')}, {q('id')}) <= ({conversation}, 9223372036854775807) "
+        f"AND ({q('send_status')} IS NULL OR {q('send_status')} <> 'failed') "
+        f"ORDER BY {q('conversation_id')} DESC, {q('id')} DESC LIMIT {limit}) h)"
+    )
+
+
+def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tuple[str, str, Any]]:
+    """The wakes of a chunk still to fire, due first: `(session id, key, loaded)`.
+
+    On PostgreSQL one statement reads the wakes with their sessions and transcripts (`loaded` is
+    the pair `handle` takes; only the first wake of a conversation gets it, as the next one will
+    see the first one's write). Elsewhere `loaded` is None and each turn reads for itself.
+    """
+    store = store or conf.get_store()
+    rows = Wake.objects.filter(id__in=wake_ids).open()
+    connection = store.connection()
+    if connection.vendor != "postgresql":
+        found = sorted(rows.values_list("conversation_id", "key", "at"), key=lambda row: row[2])
+        return [(sid, key, None) for sid, key, _at in found]
+    q = connection.ops.quote_name
+    sessions, wakes = (q(m._meta.db_table) for m in (store.get_model_class(), Wake))
+    transcript = _transcript_sql(connection, f"w.{q('conversation_id')}")
+    sql = (
+        f"SELECT w.{q('conversation_id')}, w.{q('key')}, s.{blob_select(connection)}, {transcript} "
+        f"FROM {wakes} w LEFT JOIN {sessions} s ON s.{q('id')} = w.{q('conversation_id')} "
+        f"WHERE w.{q('id')} = ANY(%s) AND w.{q('state')} <> 'done' ORDER BY w.{q('at')}, w.{q('id')}"
+    )
+    with bound_cursor(connection, binary_results=True) as cursor:
+        cursor.execute(sql, [list(wake_ids)])
+        found = cursor.fetchall()
+    out, seen = [], set()
+    for sid, key, text, items in found:
+        loaded = None
+        if sid not in seen and text is not None:
+            seen.add(sid)
+            try:
+                loaded = (read_blob_text(text, sid), _history_items(items))
+            except Exception:  # noqa: BLE001 - a broken row: the turn reads it again and fails loudly
+                loaded = None
+        out.append((sid, key, loaded))
+    return out
+
+
+def _as_session(session_id: str, call: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """`call(...)` with `channels.CURRENT_SESSION` set to this conversation (what channel actions
+    that write to the outbox read), cleared again when it returns."""
+    entered = channels.enter_session(session_id)
+    try:
+        return call(*args, **kwargs)
+    finally:
+        channels.leave_session(entered)
+
+
+def context_for(session_id: str, session: Any, turn_input: dict[str, Any], given: Any = UNSET) -> Any:
+    if given is not UNSET and not channels.is_channel_context(given):
+        return given
+    builder = conf.get_context_builder()
+    if given is not UNSET:  # a channel's details ride over the project's own context
+        return channels.merge_context(builder(session_id, session, turn_input) if builder else None, given)
+    return builder(session_id, session, turn_input) if builder else None
+
+
+def _turn_kwargs(record: TurnRecord, session: Any, history: list, context: Any, silenced: Any) -> dict[str, Any]:
+    stored = record.input
+    kwargs: dict[str, Any] = dict(stored["turn"])
+    kwargs.update(session_id=record.conversation_id, session=session, history=history, context=context)
+    if silenced is not None:
+        kwargs["silenced"] = silenced
+    for name in ("anchors", "claims"):
+        if stored.get(name):
+            kwargs[name] = stored[name]
+    return kwargs
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+# ---------------------------------------------------------------------------------------------
+
+
+def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_inline: bool = False,
+         inbox_first: bool = False, loaded: tuple[Any, list[dict[str, str]]] | None = None,
+         ) -> Iterator[dict[str, Any]]:
+    agent = agent or conf.get_agent()
+    store = conf.get_store()
+    session_id = record.conversation_id
+    stored = record.input
+    if context is UNSET and "context" in stored:
+        context = stored["context"]
+    replays = 0
+    max_replays = conf.get("MAX_REPLAYS")
+    pending_inbox = record if inbox_first and record.pk is None else None
+    while True:
+        try:
+            if loaded is not None and pending_inbox is None:
+                (session, history), loaded = loaded, None
+            else:
+                session, history = load_session_and_history(session_id, store, inbox_row=pending_inbox,
+                                                            answer_follows=not streaming)
+            pending_inbox = None
+            silenced = silenced_for(session, stored.get("silenced"))
+            if silenced is None:  # a channel's own rule (WhatsApp's 24-hour window)
+                silenced = channels.silenced_by_channel(record.kind, session, agent)
+            kwargs = _turn_kwargs(record, session, history, context_for(session_id, session, stored["turn"], context),
+                                  silenced)
+            if streaming:
+                # The conversation is marked only while the engine runs, never across a yield: a
+                # stream its reader abandons must not leave it set for whatever runs next.
+                result = None
+                chunks = agent.turn_stream(**kwargs)
+                while (chunk := _as_session(session_id, next, chunks, None)) is not None:
+                    if chunk.get("done"):
+                        result = chunk["result"]
+                    elif chunk.get("delta"):
+                        yield {"delta": chunk["delta"]}
+            else:
+                result = _as_session(session_id, agent.turn, **kwargs)
+        except ProviderError as exc:
+            yield {"done": True, "host": inbox.park(record, exc, replays)}
+            return
+        except Exception as exc:
+            if pending_inbox is not None and pending_inbox.pk is None:
+                pending_inbox = None  # the inbox row itself could not be written: nothing to mark failed
+                raise
+            inbox.fail(record, exc, replays)
+            raise
+
+        if not result.changed:
+            yield {"done": True, "host": _record_unchanged(record, result, replays, session)}
+            return
+        try:
+            host_result = _commit(record, session, result, replays, store, send_inline=send_inline)
+        except (SessionConflictError, IntegrityError) as exc:
+            replays += 1
+            logger.info("falai host: %s on %s, replaying %s (%d)", type(exc).__name__, session_id, record.input_key,
+                        replays)
+            if replays > max_replays:
+                yield {"done": True, "host": inbox.park(record, exc, replays)}
+                return
+            if streaming:
+                yield {"replay": replays}
+            continue
+        yield {"done": True, "host": host_result}
+        return
+
+
+def _commit(record: TurnRecord, session: Any, result: Any, replays: int, store: DjangoStore, *,
+            send_inline: bool = False) -> HostResult:
+    session_id = record.conversation_id
+    unsaved = record.pk is None
+    counters = (record.replays, record.attempts, record.status)
+    write = TurnWrite(record=record, session_id=session_id, expected=session.version if session is not None else 0,
+                      result=result, replays=replays, now=timezone.now(), send_inline=send_inline)
+    try:
+        version, handoff = write_turn(write, store)
+    except BaseException:
+        if unsaved:  # rolled back: the run-log row was never written
+            record.pk = record.id = None
+            record._state.adding = True
+            record.replays, record.attempts, record.status = counters
+        raise
+    if handoff == "inline":
+        transaction.on_commit(lambda: send_after_commit(session_id), using=store.db_alias())
+    elif handoff == "queue":
+        transaction.on_commit(lambda: jobs.enqueue_send(session_id), using=store.db_alias())
+    return HostResult(turn_id=record.pk, session_id=session_id, status=TurnRecord.Status.DONE, changed=True,
+                      result=result, replays=replays, version=version)
+
+
+def _record_unchanged(record: TurnRecord, result: Any, replays: int, session: Any) -> HostResult:
+    with transaction.atomic():
+        inbox.finish(record, TurnRecord.Status.UNCHANGED, result, replays)
+        if record.kind == TurnRecord.Kind.WAKE:
+            Wake.objects.mark_fired(record.conversation_id, record.input_key, timezone.now())
+    return HostResult(turn_id=record.pk, session_id=record.conversation_id, status=TurnRecord.Status.UNCHANGED,
+                      changed=False, result=result, replays=replays,
+                      version=session.version if session is not None else None)

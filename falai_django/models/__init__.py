@@ -1,0 +1,19 @@
+"""The app's models, one module per domain (all in the `falai_django` app: same label, same
+tables, one migration history):
+
+- `host`     `Session` (and its admin proxy `Conversation`), `History` (the transcript and the
+             outbox), `Wake`, `TurnRecord` (the durable inbox and run log)
+- `handoff`  `Assignment`, `DeskEntry`, `SavedReply`, `ReadMarker` (the desk)
+- `flows`    `Flow`, `FlowVersion` (flows stored as data)
+- `sql`      the session row's statements, shared by the ORM store and the host's writer
+
+Models import the engine (the blob is an engine session) and nothing above them, except that a
+`Flow` checks its spec and resets the running agent's cache through `flows.running` when saved.
+"""
+
+from falai_django.models.flows import Flow, FlowVersion
+from falai_django.models.handoff import Assignment, DeskEntry, ReadMarker, SavedReply
+from falai_django.models.host import Conversation, History, HistoryItem, Session, TurnRecord, Wake
+
+__all__ = ["Assignment", "Conversation", "DeskEntry", "Flow", "FlowVersion", "History", "HistoryItem", "ReadMarker",
+           "SavedReply", "Session", "TurnRecord", "Wake"]

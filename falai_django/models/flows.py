@@ -1,0 +1,117 @@
+"""Flows stored as data (migration 0006_flows): `Flow`, a FlowSpec the running agent adds to the
+code agent's flows, and `FlowVersion`, every saved version of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class Flow(models.Model):
+    """A flow stored as data: a FlowSpec (`spec`) the running agent adds to the code agent's
+    flows when `enabled` (replacing a code flow with the same id). Every save is checked against
+    the agent's registries, bumps `version` and keeps a `FlowVersion`."""
+
+    id = models.SlugField(_("id"), max_length=255, primary_key=True,
+                          help_text=_("The flow's id: sessions find their flow by it. The spec's id must match."))
+    name = models.CharField(_("name"), max_length=255, blank=True, default="")
+    enabled = models.BooleanField(_("enabled"), default=False,
+                                  help_text=_("Run this flow. A disabled flow is a draft."))
+    position = models.IntegerField(_("position"), default=0,
+                                   help_text=_("Order among the added flows (lower first); a flow that replaces a "
+                                               "code flow takes that flow's place."))
+    spec = models.JSONField(_("spec"), help_text=_("The FlowSpec, as JSON."))
+    version = models.IntegerField(_("version"), default=0, editable=False)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, verbose_name=_("changed by"), null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+", editable=False)
+
+    class Meta:
+        db_table = "falai_flow"
+        ordering = ["position", "id"]
+        verbose_name = _("flow")
+        verbose_name_plural = _("flows")
+
+    def __str__(self) -> str:
+        return self.name or self.id
+
+    def check_spec(self) -> list[str]:
+        """Check `spec` against the agent's registries and the other flows; return the warnings
+        (also kept on `self.spec_warnings`). Raises `FlowConfigurationError`."""
+        from falai_django import conf
+        from falai_django.flows import running
+
+        others = Flow.objects.filter(enabled=True).exclude(pk=self.pk).values_list("id", flat=True)
+        self.spec_warnings = running.check_spec(self.id, self.spec, conf.get_code_agent(), list(others))
+        return self.spec_warnings
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from falai_django.engine.errors import FlowConfigurationError
+
+        super().clean()
+        if not self.id:
+            return  # the id field reports itself
+        try:
+            self.check_spec()
+        except FlowConfigurationError as exc:
+            raise ValidationError({"spec": str(exc)}) from exc
+
+    def save(self, *args: Any, changed_by: Any = None, note: str = "", **kwargs: Any) -> None:
+        """Check the spec (a bad one raises `ValidationError` and nothing is saved), bump the
+        version and keep it as a `FlowVersion` by `changed_by`, in one transaction."""
+        from django.db import transaction
+
+        from falai_django.flows import running
+
+        self.clean()
+        with transaction.atomic(using=kwargs.get("using")):
+            current = Flow.objects.select_for_update().filter(pk=self.pk).values_list("version", flat=True).first()
+            self.version = (current or 0) + 1
+            if changed_by is not None:
+                self.updated_by = changed_by
+            super().save(*args, **kwargs)
+            FlowVersion.objects.create(flow=self, version=self.version, name=self.name, enabled=self.enabled,
+                                       position=self.position, spec=self.spec, changed_by=changed_by, note=note)
+            transaction.on_commit(running.invalidate)
+        running.invalidate()
+
+    def revert_to(self, version: int, changed_by: Any = None) -> FlowVersion:
+        """Make `version`'s name and spec current again, as a new version (enabled and position
+        stay as they are). Raises `FlowVersion.DoesNotExist`, or `ValidationError` when that spec
+        no longer validates against today's agent."""
+        old = self.versions.get(version=version)
+        self.name, self.spec = old.name, old.spec
+        self.save(changed_by=changed_by, note=f"reverted to version {version}")
+        return self.versions.get(version=self.version)
+
+
+class FlowVersion(models.Model):
+    """Every saved version of a `Flow`: what it was, who saved it and when."""
+
+    flow = models.ForeignKey(Flow, verbose_name=_("flow"), on_delete=models.CASCADE, related_name="versions")
+    version = models.IntegerField(_("version"))
+    name = models.CharField(_("name"), max_length=255, blank=True, default="")
+    enabled = models.BooleanField(_("enabled"), default=False)
+    position = models.IntegerField(_("position"), default=0)
+    spec = models.JSONField(_("spec"))
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, verbose_name=_("changed by"), null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    changed_at = models.DateTimeField(_("changed at"), auto_now_add=True)
+    note = models.CharField(_("note"), max_length=255, blank=True, default="")
+
+    class Meta:
+        db_table = "falai_flow_version"
+        ordering = ["flow", "-version"]
+        verbose_name = _("flow version")
+        verbose_name_plural = _("flow versions")
+        constraints = [models.UniqueConstraint(fields=["flow", "version"], name="falai_flow_version_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.flow_id} v{self.version}"
