@@ -80,7 +80,8 @@ def _park(prefix: str, count: int, lead: timedelta, step: timedelta):
 
     from bench.hostbench import models
     from falai_django.engine.jstime import to_iso, to_ms
-    from falai_django.models.sql import derived_columns
+    from falai_django.engine.session import Session
+    from falai_django.models.sql import session_columns
 
     found = models()
     session_model, wake_model = found["session"], found["wake"]
@@ -96,7 +97,8 @@ def _park(prefix: str, count: int, lead: timedelta, step: timedelta):
         key = f"{run_id.replace('tpl', sid)}:{step_id}:{to_ms(at)}"
         clone["runs"][0]["waiting"].update(key=key, until=to_iso(at))
         clone["version"] = 1
-        rows.append(session_model(id=sid, version=1, blob=clone, **derived_columns(clone)))
+        columns = session_columns(Session.from_json(clone, sid))
+        rows.append(session_model(id=sid, version=1, blob=clone, **columns))
         wakes.append(wake_model(**{found["wake_session"]: sid}, key=key, at=at))
     session_model.objects.bulk_create(rows, batch_size=1000)
     wake_model.objects.bulk_create(wakes, batch_size=1000)

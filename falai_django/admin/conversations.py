@@ -26,7 +26,7 @@ from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, QuerySet, Subquery
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -189,8 +189,6 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
             return HttpResponseNotAllowed(["POST"])
         spec = OPERATIONS.get(operation)
         if spec is None:
-            from django.http import Http404
-
             raise Http404(operation)
         obj = self.get_object(request, unquote(object_id))
         if obj is None:
@@ -198,16 +196,7 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
         permission, run, anchor = spec
         if not self.has_view_permission(request, obj) or not permission(self, request, obj):
             raise PermissionDenied
-        try:
-            note = run(self, request, obj)
-        except InvalidSessionError as exc:
-            self.message_user(request, gettext("Nothing was changed: this conversation's session blob is invalid "
-                                               "(%(error)s).") % {"error": exc}, messages.ERROR)
-        except (handoff.HandoffError, ValueError, host.UnknownConversationError) as exc:  # DeskError is one
-            self.message_user(request, gettext("Nothing was changed: %(error)s.") % {"error": exc}, messages.ERROR)
-        else:
-            self.log_change(request, obj, note)
-            self.message_user(request, note, messages.SUCCESS)
+        self.run_operation(request, obj, run)
         return HttpResponseRedirect(self.change_url(obj.pk, anchor))
 
     def _take_over(self, request: HttpRequest, obj: Conversation) -> str:

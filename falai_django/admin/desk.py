@@ -225,17 +225,22 @@ class DeskAdminMixin:
         allowed, run = spec
         if not allowed(self.desk_permissions(request)):
             raise PermissionDenied
+        self.run_operation(request, obj, run)
+        return HttpResponseRedirect(self.desk_url("_conversation", obj.pk))
+
+    def run_operation(self, request: HttpRequest, obj: Any, run: Callable[..., str]) -> None:
+        """Run one conversation operation: its note goes to the admin log and the user; a refusal
+        (a broken blob, an unknown conversation, a desk or handoff error) changes nothing and says why."""
         try:
             note = run(self, request, obj)
         except InvalidSessionError as exc:
             self.message_user(request, gettext("Nothing was changed: this conversation's session blob is invalid "
                                                "(%(error)s).") % {"error": exc}, messages.ERROR)
-        except (desk.DeskError, handoff.HandoffError, UnknownConversationError, ValueError) as exc:
+        except (ValueError, UnknownConversationError) as exc:  # DeskError and HandoffError are ValueErrors
             self.message_user(request, gettext("Nothing was changed: %(error)s.") % {"error": exc}, messages.ERROR)
         else:
             self.log_change(request, obj, note)
             self.message_user(request, note, messages.SUCCESS)
-        return HttpResponseRedirect(self.desk_url("_conversation", obj.pk))
 
     def _desk_claim(self, request: HttpRequest, obj: Any) -> str:
         desk.claim(obj.pk, request.user, understand=_understand(request))

@@ -2,7 +2,7 @@
 
 - `Session` — one row per conversation (table `agent_sessions`, the upstream PostgresStore shape
   `id, version, blob, created_at, updated_at`) plus columns derived from the blob on every save
-  for the admin to filter on (`models.sql.derived_columns`). The blob *is* the engine session
+  for the admin to filter on (`models.sql.session_columns`). The blob *is* the engine session
   (`falai_django.Session`, a pydantic model: import one of the two under another name where both
   are needed). `Conversation` is a proxy of it: what the admin shows people (and the name its
   URLs and permissions, `falai_django.change_conversation`, keep).

@@ -1,9 +1,8 @@
 """The session row in SQL: the statements the ORM store (`stores.django.DjangoStore`) and the
 host's turn pipeline share.
 
-- `derived_columns` / `session_columns`: the indexed columns kept in step with the blob on every
-  save (asking flow and step, waiting until, silenced reason, human owner, last user / assistant
-  times, run count), from a blob dict or a `Session`;
+- `session_columns`: the indexed columns kept in step with the blob on every save (asking flow
+  and step, waiting until, silenced reason, human owner, last user / assistant times, run count);
 - `read_blob` / `read_blob_text`: a session from the blob column, checked once (upstream's
   `assertSession`);
 - `save_statement` / `save_sql`: compare-and-swap as one statement that returns a row only when it
@@ -35,31 +34,6 @@ def _parse_time(value: Any) -> datetime | None:
     return try_parse_iso(value)
 
 
-def derived_columns(blob: dict[str, Any]) -> dict[str, Any]:
-    """The indexed columns kept in step with the blob on every save."""
-    runs = blob.get("runs") or []
-    asking = next((r for r in runs if isinstance(r, dict) and r.get("status") == "asking"), None)
-    untils = [
-        t
-        for r in runs
-        if isinstance(r, dict) and r.get("status") == "waiting" and isinstance(r.get("waiting"), dict)
-        for t in [_parse_time(r["waiting"].get("until"))]
-        if t is not None
-    ]
-    handoff = (blob.get("metadata") or {}).get(HANDOFF_KEY)
-    handoff = handoff if isinstance(handoff, dict) else {}
-    return {
-        "asking_flow": asking.get("flowId") if asking else None,
-        "asking_step": asking.get("stepId") if asking else None,
-        "waiting_until": min(untils) if untils else None,
-        "silenced_reason": (str(handoff["reason"])[:255] if handoff.get("reason") else None),
-        "human_owner": (str(handoff["owner"])[:255] if handoff.get("owner") else None),
-        "last_user_at": _parse_time(blob.get("lastUserAt")),
-        "last_assistant_at": _parse_time(blob.get("lastAssistantAt")),
-        "run_count": len(runs),
-    }
-
-
 def read_blob(value: Any, session_id: str) -> Session:
     """A session from the blob column *as the JSONField hands it over* (already decoded): the
     upstream `assertSession` check, nothing decoded twice (a double-encoded blob, a JSON string,
@@ -76,7 +50,7 @@ def read_blob_text(text: Any, session_id: str) -> Session:
 
 
 def session_columns(session: Session) -> dict[str, Any]:
-    """`derived_columns` read from a `Session` object (no blob dict built for it)."""
+    """The indexed columns kept in step with the blob on every save, read from the session."""
     asking = next((r for r in session.runs if r.status == "asking"), None)
     untils = [t for r in session.runs if r.status == "waiting" and r.waiting is not None
               for t in [_parse_time(r.waiting.until)] if t is not None]

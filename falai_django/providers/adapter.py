@@ -164,6 +164,27 @@ class ReplyFold:
         return StreamChunk(delta="", accumulated=text, done=True, metadata=self.metadata(), structured=structured)
 
 
+def fold_events(stream: Any, fold: Any) -> Generator[str, None, None]:
+    """Feed a vendor stream's events to `fold` (its `add` returns each event's new text); the
+    stream is closed however the loop ends, so an early exit releases the connection."""
+    fold.opened = True
+    try:
+        for event in stream:
+            yield fold.add(event)
+    finally:
+        stream.close()
+
+
+async def afold_events(stream: Any, fold: Any) -> AsyncGenerator[str, None]:
+    """See fold_events()."""
+    fold.opened = True
+    try:
+        async for event in stream:
+            yield fold.add(event)
+    finally:
+        await stream.close()
+
+
 def redacted(error: ProviderError, secret: str) -> ProviderError:
     """`error` with the API key blanked out of its message and body (a proxy or server that echoes
     the request must not push the key into logs, run records or API answers)."""

@@ -26,6 +26,8 @@ from falai_django.providers.adapter import (
     SCHEMA_IN_PROMPT,
     ReplyFold,
     StreamingAdapter,
+    afold_events,
+    fold_events,
     history_call,
     history_calls,
     read,
@@ -277,22 +279,11 @@ class AnthropicProvider(StreamingAdapter):
         return _Fold(model)
 
     def _attempt(self, request: _Request, model: str, fold: Any) -> Generator[str, None, None]:
-        stream = self._client.messages.create(**self._params(request, model))
-        fold.opened = True
-        try:
-            for event in stream:
-                yield fold.add(event)
-        finally:
-            stream.close()
+        yield from fold_events(self._client.messages.create(**self._params(request, model)), fold)
 
     async def _aattempt(self, request: _Request, model: str, fold: Any) -> AsyncGenerator[str, None]:
-        stream = await self._aclient.messages.create(**self._params(request, model))
-        fold.opened = True
-        try:
-            async for event in stream:
-                yield fold.add(event)
-        finally:
-            await stream.close()
+        async for text in afold_events(await self._aclient.messages.create(**self._params(request, model)), fold):
+            yield text
 
     def close(self) -> None:
         """Releases the sync client's HTTP connections (`aclose()` for the async one)."""

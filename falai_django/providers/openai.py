@@ -31,6 +31,8 @@ from falai_django.providers.adapter import (
     SCHEMA_IN_PROMPT,
     ReplyFold,
     StreamingAdapter,
+    afold_events,
+    fold_events,
     history_call,
     history_calls,
     read,
@@ -400,12 +402,7 @@ class OpenAICompatibleProvider(StreamingAdapter):
             stream = self._client.responses.create(**self._responses_params(request, model))
         else:
             stream = self._client.chat.completions.create(**self._chat_params(request, model))
-        fold.opened = True
-        try:
-            for event in stream:
-                yield fold.add(event)
-        finally:
-            stream.close()
+        yield from fold_events(stream, fold)
         if isinstance(fold, _ChatFold):
             fold.close_calls()
 
@@ -414,12 +411,8 @@ class OpenAICompatibleProvider(StreamingAdapter):
             stream = await self._aclient.responses.create(**self._responses_params(request, model))
         else:
             stream = await self._aclient.chat.completions.create(**self._chat_params(request, model))
-        fold.opened = True
-        try:
-            async for event in stream:
-                yield fold.add(event)
-        finally:
-            await stream.close()
+        async for text in afold_events(stream, fold):
+            yield text
         if isinstance(fold, _ChatFold):
             fold.close_calls()
 
