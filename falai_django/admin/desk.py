@@ -43,9 +43,9 @@ from django.utils.translation import gettext_lazy as _
 from falai_django import handoff
 from falai_django.engine.errors import InvalidSessionError
 from falai_django.handoff import desk, records
-from falai_django.host.inputs import UnknownConversationError, handoff_of
-from falai_django.models import Conversation, SavedReply
-from falai_django.models.sql import read_blob
+from falai_django.host import conversations
+from falai_django.host.inputs import UnknownConversationError
+from falai_django.models import SavedReply
 
 QUEUE_LABELS = {
     desk.WAITING: _("Waiting for a human"),
@@ -155,13 +155,9 @@ class DeskAdminMixin:
         return obj
 
     def _state(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
-        blob = Conversation.objects.filter(pk=obj.pk).values_list("blob", flat=True).first()
-        try:
-            session, invalid = read_blob(blob, obj.pk), ""
-        except InvalidSessionError as exc:
-            session, invalid = None, str(exc)
+        read = conversations.read_conversation(obj.pk, wakes=False)
         assignee = records.assignee_of(obj.pk)
-        return {"handoff": handoff_of(session), "invalid": invalid, "assignee": assignee,
+        return {"handoff": read.handoff, "invalid": read.invalid, "assignee": assignee,
                 "assignee_name": assignee.get_username() if assignee else "",
                 "mine": assignee is not None and assignee.pk == request.user.pk}
 
