@@ -1,4 +1,4 @@
-"""The admin for flows stored as data (issue 16), registered from `admin.py`.
+"""The admin for flows stored as data (issue 16), registered by `falai_django.admin`.
 
 - The form edits the FlowSpec as JSON; `Flow.full_clean()` checks it against the agent's
   registries, so a `FlowConfigurationError` shows on the spec field (naming flow and step) and

@@ -1,5 +1,5 @@
 """Flows in git: `falai_flows export DIR` writes one JSON file per stored flow; `falai_flows import
-DIR` checks every file and saves the new and changed ones, with a report (see `flowfiles`)."""
+DIR` checks every file and saves the new and changed ones, with a report (see `flows.files`)."""
 
 from __future__ import annotations
 
