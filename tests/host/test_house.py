@@ -137,7 +137,18 @@ def test_a_broken_blob_reads_as_invalid_and_is_left_as_stored():
     assert Conversation.objects.get(pk=SID).blob == {"id": SID, "version": "not a number"}
 
 
-def test_an_agent_that_cannot_compute_wakes_shows_the_queue_and_says_why(caplog, monkeypatch):
+class Recorder(logging.Handler):
+    """The log lines of one logger (the PostgreSQL run turns pytest's logging plugin off)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_an_agent_that_cannot_compute_wakes_shows_the_queue_and_says_why(monkeypatch):
     key = park()
     agent = agents.current_agent()
 
@@ -145,11 +156,16 @@ def test_an_agent_that_cannot_compute_wakes_shows_the_queue_and_says_why(caplog,
         raise RuntimeError("the CRM is down")
 
     monkeypatch.setattr(agent, "pending_wakes", broken)
-    with caplog.at_level(logging.WARNING, logger="falai_django.host"):
+    recorder = Recorder()
+    logger = logging.getLogger("falai_django.host")
+    logger.addHandler(recorder)
+    try:
         read = host.read_conversation(SID)
+    finally:
+        logger.removeHandler(recorder)
     assert [(w.key, w.entry) for w in read.wakes] == [(key, None)]
     assert read.wakes_problem == "RuntimeError: the CRM is down"
-    assert any(SID in record.getMessage() for record in caplog.records)
+    assert any(SID in line and "the CRM is down" in line for line in recorder.lines)
 
 
 # ------------------------------------------------------------------------------- one give-back
