@@ -17,10 +17,11 @@ dispatcher fires them later).
 - `wakes`          the dispatcher (due wakes → tasks, the NOTIFY sender pool); `requeue_wakes`
 - `conversations`  the one read model people see a conversation through; the list's status rules
 
-`host/` imports `models/`, `engine/`, `stores/`, `channels/` and the settings; it never imports a
-domain above it (`handoff/`, `flows/`, `admin/`, `playground/`) nor an entry point. The two
-handoff operations this facade names, `silence` and `unsilence` (the give-back, which resumes what
-the handoff silenced), live in `handoff.state` and resolve on first use.
+`host/` imports `models/`, `engine/`, `stores/`, `channels/`, the SENDER contract (`sending`) and
+the settings; it never imports a domain above it (`handoff/`, `flows/`, `admin/`, `playground/`)
+nor an entry point. The two handoff operations this facade names, `silence` and `unsilence` (the
+give-back, which resumes what the handoff silenced), live in `handoff.state` and resolve on first
+use.
 """
 
 from __future__ import annotations
