@@ -1,6 +1,6 @@
 """The desk's records beside the session: handoff markers, notes and assignments (a leaf).
 
-`silence.silence` / `silence.unsilence` write a marker here for every take-over, silence and
+`state.silence` / `state.give_back` write a marker here for every take-over, silence and
 give-back, whoever calls them (the admin, the desk, the API, `manage.py falai_chat`), so the
 transcript shows them all. An owner given as a username is mapped to the Django user of that
 name when one exists (the desk's owner is a user; the blob keeps the name it was given).

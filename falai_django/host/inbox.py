@@ -5,7 +5,7 @@
 - `finish` writes the run log of a turn; `park` keeps an input whose provider failed for a
   retry with backoff (a wake is retried by its `Wake` row instead); `fail` records a give-up.
 - `retry_parked` hands inputs whose retry is due (and ones stuck mid-turn by a crash) back to
-  django-q2, whose task runs them again through the loop (`loop.process_record`).
+  django-q2, whose task runs them again through the turn (`turns.process_record`).
 """
 
 from __future__ import annotations

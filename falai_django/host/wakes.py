@@ -166,7 +166,7 @@ class SendListener:
 
     It holds one extra connection of its own (psycopg, autocommit) for LISTEN. Notified
     conversations wait in a queue; up to `threads` drains take them `SEND_BATCH` at a time
-    (`sending.send_many`: two round trips a batch), each thread with its own Django connection.
+    (`delivery.send_many`: two round trips a batch), each thread with its own Django connection.
     A conversation already queued or being sent is not queued twice: the drain that holds it
     reads its pending rows again before letting go.
     """
