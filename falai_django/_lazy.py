@@ -10,13 +10,15 @@ from typing import Any
 
 
 def lazy_exports(package: str, namespace: dict[str, Any], table: Mapping[str, str]) -> Callable[[str], Any]:
-    """A module-level `__getattr__` resolving `name` from `table[name]` (a module path)."""
+    """A module-level `__getattr__` resolving `name` from `table[name]`: a module path (the
+    attribute of the same name there) or `"module:attribute"` (exported under another name)."""
 
     def __getattr__(name: str) -> Any:
-        module = table.get(name)
-        if module is None:
+        where = table.get(name)
+        if where is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
+        module, _, attribute = where.partition(":")
+        value = getattr(importlib.import_module(module), attribute or name)
         namespace[name] = value
         return value
 

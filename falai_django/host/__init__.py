@@ -26,9 +26,9 @@ use.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from falai_django._lazy import lazy_exports
 from falai_django.conf import agent_now
 from falai_django.host.conversations import read_conversation, session_state
 from falai_django.host.inbox import HostResult, receive, retry_delay_s
@@ -66,20 +66,13 @@ __all__ = [
     "retry_delay_s", "session_state", "silence", "silenced_for", "stream", "unsilence",
 ]
 
-# name here -> (module, name there): the handoff's write path, which imports the host itself
+# the handoff's write path, which imports the host itself: resolved on first use
 HANDOFF_OPERATIONS = {
-    "silence": ("falai_django.handoff.state", "silence"),
-    "unsilence": ("falai_django.handoff.state", "give_back"),
+    "silence": "falai_django.handoff.state",
+    "unsilence": "falai_django.handoff.state:give_back",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in HANDOFF_OPERATIONS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = HANDOFF_OPERATIONS[name]
-    value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), HANDOFF_OPERATIONS)
 
 
 def handle_message(session_id: str, text: str, *, id: str | None = None, at: str | None = None,
