@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
-from falai_django.conf import DEFAULTS
+from falai_django.conf import DEFAULTS, build_store
 
 
 def _import_error(name: str, path: Any, exc: Exception, check_id: str) -> Error:
@@ -176,13 +176,10 @@ def check_falai_settings(app_configs=None, **kwargs) -> list:
 def _store_problems(path: Any) -> list:
     """`FALAI["STORE"]` must build a `DjangoStore`: the host writes the session row in the same
     transaction as its transcript, outbox and wakes, so the sessions live in the app's tables."""
-    from django.utils.module_loading import import_string
-
     from falai_django.stores.django import DjangoStore
 
     try:
-        target = import_string(path) if isinstance(path, str) else path
-        store = target() if callable(target) else target
+        store = build_store(path)
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         return [_import_error("STORE", path, exc, "falai_django.E012")]
     if isinstance(store, DjangoStore):

@@ -158,9 +158,14 @@ def get_store() -> DjangoStore:
     load and save of a conversation outside a running turn goes through it."""
     global _store
     if _store is None:
-        value = resolve(get("STORE"))
-        _store = value() if callable(value) else value
+        _store = build_store(get("STORE"))
     return _store
+
+
+def build_store(path: Any) -> Any:
+    """The store `path` names: a class or a zero-argument factory is called, an instance is used as is."""
+    value = resolve(path)
+    return value() if callable(value) else value
 
 
 def get_sender() -> Callable[..., Any]:
