@@ -87,9 +87,8 @@ def read_conversation(session_id: str, *, agent: Any = None, wakes: bool = True)
     pending wakes. Never raises for a broken blob: `invalid` carries the reason."""
     row = SessionRow.objects.filter(pk=session_id).values_list("blob", flat=True)[:1]
     blobs = list(row)
-    if not blobs:
-        return ConversationRead(session_id, False, None, None, "", None,
-                                pending_wakes(session_id, None, agent)[0] if wakes else [])
+    if not blobs:  # no row, so no wakes either (they cascade with it)
+        return ConversationRead(session_id, False, None, None, "", None)
     blob = blobs[0]
     try:
         session, invalid = read_blob(blob, session_id), ""
@@ -111,9 +110,11 @@ def pending_wakes(session_id: str, session: Session | None, agent: Any = None) -
     except Exception as exc:  # noqa: BLE001 - a page must render without a working agent
         logger.warning("falai: the agent cannot compute the wakes of %s: %s", session_id, exc, exc_info=True)
         return [PendingWake(w.key, w.at, w.state) for w in queued.values()], f"{type(exc).__name__}: {exc}"
-    found = [PendingWake(entry.key, queued[entry.key].at if entry.key in queued else entry.at,
-                         queued[entry.key].state if entry.key in queued else COMPUTED, entry)
-             for entry in computed]
+    found = []
+    for entry in computed:
+        row = queued.get(entry.key)
+        found.append(PendingWake(entry.key, row.at, row.state, entry) if row is not None
+                     else PendingWake(entry.key, entry.at, COMPUTED, entry))
     return sorted(found, key=lambda w: w.at), ""
 
 
