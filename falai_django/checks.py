@@ -150,6 +150,21 @@ def check_falai_settings(app_configs=None, **kwargs) -> list:
                 id="falai_django.W003",
             )
         )
+    default_db = settings.DATABASES.get("default", {})
+    if default_db.get("ENGINE", "").endswith("sqlite3") and str(
+        (default_db.get("OPTIONS") or {}).get("transaction_mode") or ""
+    ).upper() not in ("IMMEDIATE", "EXCLUSIVE"):
+        problems.append(
+            Warning(
+                'DATABASES["default"] is SQLite without OPTIONS "transaction_mode": "IMMEDIATE": while the web '
+                "server, the worker and the dispatcher write at once, a transaction that reads and then writes "
+                '(an admin save) fails with "database is locked" instead of waiting.',
+                hint='Add "transaction_mode": "IMMEDIATE", "timeout": 20 and "init_command": '
+                '"PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;" to DATABASES["default"]["OPTIONS"] '
+                "(README, Adding the app).",
+                id="falai_django.W004",
+            )
+        )
     handoff = configured.get("SEND_HANDOFF", DEFAULTS["SEND_HANDOFF"])
     if handoff not in ("auto", "notify", "queue"):
         problems.append(
@@ -160,7 +175,7 @@ def check_falai_settings(app_configs=None, **kwargs) -> list:
             )
         )
     for name in ("WEBHOOK_TOLERANCE_S", "HISTORY_LIMIT", "MAX_REPLAYS", "DISPATCH_POLL_S", "SEND_THREADS",
-                 "SEND_BATCH"):
+                 "SEND_BATCH", "TURN_LEASE_S", "TURN_WAIT_S"):
         value = configured.get(name, DEFAULTS[name])
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
             problems.append(

@@ -35,6 +35,9 @@ DEFAULTS: dict[str, Any] = {
     "STORE": "falai_django.stores.django.DjangoStore",
     # Signed webhooks older or newer than this many seconds are refused (replay window).
     "WEBHOOK_TOLERANCE_S": 300,
+    # How deeply the JSON a request carries may nest (API bodies, event payloads, start inputs,
+    # flow specs, WhatsApp bodies); deeper is a 400 naming the limit (falai_django/jsondepth.py).
+    "MAX_JSON_DEPTH": 32,
     # Transcript items passed to the turn as `history` (the most recent N).
     "HISTORY_LIMIT": 200,
     # Conflicts replayed in-line before the input is parked for a later retry.
@@ -52,6 +55,13 @@ DEFAULTS: dict[str, Any] = {
     # PgBouncer, where session advisory locks do not hold). A dead worker's lease lapses after SEND_LEASE_S.
     "SEND_LOCK": "auto",
     "SEND_LEASE_S": 60.0,
+    # One conversation's inputs run in the order they were received (host/ordering.py): one worker
+    # at a time drains them under the conversation's turn lock (an advisory lock on PostgreSQL, the
+    # `falai_turn_lock` lease elsewhere or with SEND_LOCK = "lease"). An input run in-line is claimed
+    # for TURN_LEASE_S (a dead caller's claim, or lease, lapses after that); an input waits behind
+    # an earlier one at most TURN_WAIT_S, logged, before it is parked (in-line) or handed back.
+    "TURN_LEASE_S": 300.0,
+    "TURN_WAIT_S": 30.0,
     # Wake dispatcher: poll interval, claim batch, wakes per django-q2 task (keep chunk × the slowest
     # turn under Q_CLUSTER["timeout"]), claim lease.
     "DISPATCH_POLL_S": 0.1,

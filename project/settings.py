@@ -89,8 +89,15 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.environ.get("SQLITE_PATH", str(BASE_DIR / "db.sqlite3")),
-            # Several processes (web, worker, dispatcher) write: wait for the lock, don't fail.
-            "OPTIONS": {"timeout": 20},
+            # Several processes (web, worker, dispatcher) write one file: wait for the lock, don't
+            # fail. WAL lets readers run beside the writer; IMMEDIATE takes the write lock when a
+            # transaction begins (a read-then-write transaction that finds the file locked later
+            # fails at once with "database is locked": SQLite's timeout does not apply to it).
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            },
         }
     }
 # Keep connections between requests and tasks: django-q2's ORM broker otherwise reconnects on

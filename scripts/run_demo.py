@@ -1,5 +1,6 @@
 """`make run`: migrate, make sure a demo admin exists, then run the web server, the django-q2
-worker and the wake dispatcher together until Ctrl-C (which stops all of them).
+worker and the wake dispatcher together until Ctrl-C (which stops all of them), restarting any
+of them that exits.
 
 - `FALAI_DEMO_HOST` / `FALAI_DEMO_PORT` choose the address (default 127.0.0.1:8000).
 - The `admin` superuser is created on the first run, with a random password printed once.
@@ -8,8 +9,11 @@ worker and the wake dispatcher together until Ctrl-C (which stops all of them).
   first match wins; none set: the offline provider. The banner says which answers.
 
 Each child runs in its own process group, so stopping it also stops what it forked (the
-django-q2 cluster's workers). Ctrl-C, SIGTERM, or any child exiting stops them all: SIGINT
-first, SIGKILL after `STOP_GRACE_S` for whatever is still alive.
+django-q2 cluster's workers). A child that exits is restarted, as a deployment's supervisor
+(systemd's `Restart=always`) would: one line on stderr names it and its exit code, what it left
+in its group is killed, and it starts again after a backoff of `RESTART_FIRST_S` doubling up to
+`RESTART_CAP_S` (back to `RESTART_FIRST_S` once it has stayed up `STEADY_S`). Ctrl-C or SIGTERM
+stops them all: SIGINT first, SIGKILL after `STOP_GRACE_S` for whatever is still alive.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +33,9 @@ PY = sys.executable
 HOST = os.environ.get("FALAI_DEMO_HOST", "127.0.0.1")
 PORT = os.environ.get("FALAI_DEMO_PORT", "8000")
 STOP_GRACE_S = 10.0
+RESTART_FIRST_S = 1.0  # a child that exits waits this long before it starts again,
+RESTART_CAP_S = 30.0  # twice as long each time it exits again, up to this,
+STEADY_S = 60.0  # and this long up makes it healthy again (the next wait is RESTART_FIRST_S)
 
 
 def manage(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -99,6 +107,7 @@ def signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 def stop(procs: list[subprocess.Popen]) -> None:
     """SIGINT every child's group, wait, then SIGKILL what is left (stragglers included)."""
+    procs = [proc for proc in procs if proc.returncode is None]  # a reaped child's group was killed then
     for proc in procs:
         signal_group(proc, signal.SIGINT)
     deadline = time.monotonic() + STOP_GRACE_S
@@ -113,17 +122,70 @@ def stop(procs: list[subprocess.Popen]) -> None:
             proc.wait()
 
 
-def wait_for_server(procs: list[subprocess.Popen], timeout_s: float = 60.0) -> bool:
-    """True once the web server accepts connections (so the banner prints last); False when a
-    child died first (a port in use, a broken setting) or the server never answered."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and all(proc.poll() is None for proc in procs):
-        try:
-            with socket.create_connection((HOST, int(PORT)), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.2)
-    return False
+def describe(returncode: int) -> str:
+    """"exited (3)", or "killed by SIGKILL" for a child a signal ended."""
+    if returncode >= 0:
+        return f"exited ({returncode})"
+    try:
+        return f"killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"killed by signal {-returncode}"
+
+
+class Supervisor:
+    """Keeps every command of `commands` running (`start`, then `run` until interrupted); `procs`
+    is what runs now, for `stop`. A child that exits gets a notice on stderr, its group's
+    stragglers are killed, and it starts again after its backoff."""
+
+    def __init__(self, commands: list[list[str]], *, first_s: float = RESTART_FIRST_S,
+                 cap_s: float = RESTART_CAP_S, steady_s: float = STEADY_S, poll_s: float = 0.3) -> None:
+        self.commands = commands
+        self.first_s, self.cap_s, self.steady_s, self.poll_s = first_s, cap_s, steady_s, poll_s
+        self.procs: list[subprocess.Popen] = []
+        self.started: list[float] = []
+        self.delays = [first_s] * len(commands)  # the wait before the next restart of each child
+        self.due: list[float | None] = [None] * len(commands)  # when a dead child starts again
+        self.restarts = [0] * len(commands)
+
+    def start(self) -> None:
+        self.procs = start(self.commands)
+        self.started = [time.monotonic()] * len(self.procs)
+
+    def step(self) -> None:
+        """One look at every child: give a dead one its notice and backoff; restart it when due."""
+        for i, proc in enumerate(self.procs):
+            now = time.monotonic()
+            if self.due[i] is None:
+                if proc.poll() is None:
+                    continue
+                signal_group(proc, signal.SIGKILL)  # what the child forked must not outlive it
+                if now - self.started[i] >= self.steady_s:
+                    self.delays[i] = self.first_s
+                delay = self.delays[i]
+                self.delays[i] = min(self.cap_s, delay * 2)
+                self.due[i] = now + delay
+                print(f"run_demo: `{' '.join(proc.args[1:3])}` {describe(proc.returncode)}; "
+                      f"restarting it in {delay:g} s.", file=sys.stderr, flush=True)
+            if now >= self.due[i]:
+                self.procs[i] = start([self.commands[i]])[0]
+                self.started[i], self.due[i] = time.monotonic(), None
+                self.restarts[i] += 1
+
+    def run(self, tick: Callable[[], object] = lambda: None, until: Callable[[], bool] = lambda: False) -> None:
+        """Supervise until `until()` (never, in `make run`: Ctrl-C or SIGTERM ends it); `tick()`
+        runs once a round."""
+        while not until():
+            self.step()
+            tick()
+            time.sleep(self.poll_s)
+
+
+def server_answers() -> bool:
+    try:
+        with socket.create_connection((HOST, int(PORT)), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def main() -> int:
@@ -148,36 +210,39 @@ def main() -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    procs: list[subprocess.Popen] = []
+    supervisor = Supervisor([
+        [PY, "manage.py", "runserver", f"{HOST}:{PORT}", "--noreload", "--skip-checks"],
+        [PY, "manage.py", "qcluster", "--skip-checks"],
+        [PY, "manage.py", "falai_dispatch_wakes", "--skip-checks"],
+    ])
     shown = False
-    code = 0
+    late = time.monotonic() + 60.0
+
+    def banner_once() -> None:
+        """The banner prints last: once the web server accepts connections (or after a minute,
+        saying it does not answer yet: a port in use, a broken setting; the child's error is above)."""
+        nonlocal shown
+        if shown:
+            return
+        if not server_answers():
+            if time.monotonic() < late:
+                return
+            print(f"run_demo: {HOST}:{PORT} does not answer yet; still waiting.", file=sys.stderr, flush=True)
+        print(banner(password), flush=True)
+        shown = True
+
     try:
-        procs = start([
-            [PY, "manage.py", "runserver", f"{HOST}:{PORT}", "--noreload", "--skip-checks"],
-            [PY, "manage.py", "qcluster", "--skip-checks"],
-            [PY, "manage.py", "falai_dispatch_wakes", "--skip-checks"],
-        ])
-        ready = wait_for_server(procs)
-        if all(proc.poll() is None for proc in procs):
-            if not ready:
-                print(f"run_demo: {HOST}:{PORT} does not answer yet; still waiting.", file=sys.stderr, flush=True)
-            print(banner(password), flush=True)
-            shown = True
-        while all(proc.poll() is None for proc in procs):
-            time.sleep(0.3)
-        failed = next(proc for proc in procs if proc.poll() is not None)
-        print(f"run_demo: `{' '.join(failed.args[1:3])}` exited ({failed.returncode}); stopping the others.",
-              file=sys.stderr, flush=True)
-        code = 1
+        supervisor.start()
+        supervisor.run(tick=banner_once)
     except KeyboardInterrupt:
         print("\nrun_demo: stopping the web server, the worker and the dispatcher...", flush=True)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not orphan the children
-        stop(procs)
+        stop(supervisor.procs)
         if password and not shown:  # never lose the one chance to see it
             print(f"  Password   : {password}   <- shown once; change it in the admin", flush=True)
     print("run_demo: all stopped.", flush=True)
-    return code
+    return 0
 
 
 if __name__ == "__main__":

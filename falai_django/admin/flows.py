@@ -28,7 +28,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from falai_django import conf
+from falai_django import conf, jsondepth
 from falai_django.engine.spec import flow_spec_schema
 from falai_django.flows import chart, funnel
 from falai_django.models import Flow, FlowVersion
@@ -39,7 +39,22 @@ ENDING_LABELS = {"completed": _("completed"), "silenced": _("silenced"), "failed
 
 
 class PrettyJSONField(forms.JSONField):
-    """The spec indented, so people can read and edit it."""
+    """The spec indented, so people can read and edit it. Text nested deeper than
+    `FALAI["MAX_JSON_DEPTH"]` is a form error naming the limit, and is shown back as typed (the
+    decoder and the indenting encoder recurse: such text must never reach them)."""
+
+    def to_python(self, value: Any) -> Any:
+        if isinstance(value, str) and not self.disabled:
+            try:
+                jsondepth.check_text(value, "the spec")
+            except jsondepth.JSONDepthError as exc:
+                raise ValidationError(str(exc), code="invalid") from None
+        return super().to_python(value)
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        if isinstance(data, str) and not self.disabled and jsondepth.text_depth(data) > jsondepth.max_depth():
+            return forms.fields.InvalidJSONInput(data)
+        return super().bound_data(data, initial)
 
     def prepare_value(self, value: Any) -> str:
         if isinstance(value, forms.fields.InvalidJSONInput):
@@ -186,7 +201,9 @@ class FlowAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         try:
-            spec = json.loads(request.body or b"null")
+            spec = jsondepth.loads(request.body or b"null", "the spec")
+        except jsondepth.JSONDepthError as exc:
+            return HttpResponse(str(exc), status=400, content_type="text/plain")
         except (ValueError, RecursionError):
             return HttpResponse(gettext("The spec is not valid JSON."), status=400, content_type="text/plain")
         return HttpResponse(chart.flow_svg(spec), content_type="image/svg+xml")

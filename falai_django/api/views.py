@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
+import logging
+import uuid
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.db.models import F
 from django.http import StreamingHttpResponse
 from django.utils.translation import gettext_lazy as _
@@ -17,11 +21,14 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from falai_django import host
+from falai_django import host, jsondepth
 from falai_django.api import serializers
 from falai_django.api.auth import CanDriveConversations, WebhookSignatureAuthentication
 from falai_django.api.schema import answers
 from falai_django.engine.errors import FlowConfigurationError, InvalidSessionError, SessionConflictError
+from falai_django.host import outages
+
+logger = logging.getLogger("falai_django.api")
 
 
 def _authentication_classes() -> list:
@@ -31,11 +38,18 @@ def _authentication_classes() -> list:
 
 
 class JSONParser(parsers.JSONParser):
-    """DRF's parser, plus: a body nested too deep for `json` (RecursionError) is a 400, not a 500."""
+    """DRF's parser, plus: a body nested deeper than `FALAI["MAX_JSON_DEPTH"]` is a 400 naming the
+    limit, refused from its text before the decoder runs (which would run out of stack: a 500)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
+        raw = stream.read() if stream is not None else b""
+        encoding = (parser_context or {}).get("encoding") or django_settings.DEFAULT_CHARSET
         try:
-            return super().parse(stream, media_type, parser_context)
+            jsondepth.check_text(raw.decode(encoding, "replace"), "the body")
+        except jsondepth.JSONDepthError as exc:
+            raise ParseError(f"JSON parse error - {exc}") from None
+        try:
+            return super().parse(io.BytesIO(raw), media_type, parser_context)
         except RecursionError:
             raise ParseError(_("JSON parse error - the body is nested too deeply.")) from None
 
@@ -50,6 +64,10 @@ class FalaiView(APIView):
         return [auth() for auth in _authentication_classes()]
 
     def handle_exception(self, exc):
+        down = outages.dependency_down(exc)
+        if down is not None:  # a 503 the caller retries, not an HTML 500 page
+            outages.log_refused(self.request, down, exc, self.kwargs.get("session_id"))
+            return outages.unavailable_response(down)
         if isinstance(exc, host.InputError | FlowConfigurationError):
             exc = ValidationError({"detail": str(exc)})
         elif isinstance(exc, host.UnknownConversationError):
@@ -156,7 +174,8 @@ class MessageStreamView(FalaiView):
         # by then, so an unreadable row is a 409 like on every other endpoint, not a 200 with an
         # in-band error (the first byte would wait for this event anyway).
         first = next(events)
-        response = StreamingHttpResponse(_sse(itertools.chain([first], events)), content_type="text/event-stream")
+        response = StreamingHttpResponse(_sse(itertools.chain([first], events), session_id),
+                                         content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
@@ -166,7 +185,10 @@ def _sse_frame(event: str, data: Any) -> str:
     return f"event: {event}\ndata: {json.dumps(data, default=str, ensure_ascii=False)}\n\n"
 
 
-def _sse(events):
+STREAM_FAILED = _("The turn failed after the reply started. The server log has the details under this error id.")
+
+
+def _sse(events, session_id: str = ""):
     try:
         for event in events:
             if "delta" in event:
@@ -175,8 +197,13 @@ def _sse(events):
                 yield _sse_frame("replay", {"replay": event["replay"]})
             elif event.get("done"):
                 yield _sse_frame("done", serializers.TurnResponseSerializer.from_host(event["host"]))
-    except Exception as exc:  # noqa: BLE001 - headers are out: report in-band
-        yield _sse_frame("error", {"detail": f"{type(exc).__name__}: {exc}"})
+    except Exception:  # noqa: BLE001 - headers are out: report in-band
+        # The client gets a sentence and an id, never the exception (its text may carry SQL, paths,
+        # a provider's answer); the log line carries the same id and the traceback.
+        error_id = uuid.uuid4().hex[:12]
+        logger.exception("falai api: the stream of conversation %s failed after the first byte (error_id=%s)",
+                         session_id, error_id)
+        yield _sse_frame("error", {"detail": str(STREAM_FAILED), "error_id": error_id})
 
 
 @extend_schema(tags=["sessions"], responses=answers(

@@ -103,11 +103,28 @@ def js_string(value: Any) -> str:
         return _number_to_string(value)
     if isinstance(value, str):
         return value
-    if isinstance(value, (list, tuple)):
-        return ",".join("" if v is None or v is UNSET else js_string(v) for v in value)
+    if isinstance(value, (list, tuple)):  # nested lists join flat: no recursion, whatever the depth
+        return ",".join("" if v is None or v is UNSET else js_string(v) for v in list_leaves(value))
     if isinstance(value, Mapping):
         return "[object Object]"
     return str(value)
+
+
+def list_leaves(items: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """The items of `items` in order with every non-empty nested list (or tuple) replaced by its own
+    items, walked with a stack (no recursion). Joining these with a separator is what joining each
+    nested list recursively gives, an empty nested list being one empty item (it is kept as is)."""
+    out: list[Any] = []
+    todo = [iter(items)]
+    while todo:
+        for item in todo[-1]:
+            if isinstance(item, (list, tuple)) and item:
+                todo.append(iter(item))
+                break
+            out.append(item)
+        else:
+            todo.pop()
+    return out
 
 
 _JS_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)", re.ASCII)
@@ -143,9 +160,43 @@ def _js_numeric(x: float | int) -> float | int:
     return x
 
 
+class _Written(str):
+    """Text `js_json` has already produced, queued between the values still to write."""
+
+
 def js_json(value: Any) -> str:
     """`JSON.stringify(value)`: compact, non-ASCII kept, numbers written as JavaScript writes
-    them (`1.0` → `1`, `1e16` → `10000000000000000`, `1e-6` → `0.000001`, NaN → `null`)."""
+    them (`1.0` → `1`, `1e16` → `10000000000000000`, `1e-6` → `0.000001`, NaN → `null`).
+
+    Written with a stack of its own, so a value nested thousands of levels deep (a customer's
+    payload rendered by `{{input.x}}`) is written out, never a `RecursionError`."""
+    out: list[str] = []
+    todo: list[Any] = [value]
+    while todo:
+        item = todo.pop()
+        if type(item) is _Written:
+            out.append(item)
+        elif isinstance(item, Mapping):
+            pieces: list[Any] = []
+            for k, v in item.items():
+                if v is not UNSET:
+                    pieces += [_Written(("," if pieces else "") + json.dumps(str(k), ensure_ascii=False) + ":"), v]
+            out.append("{")
+            todo.append(_Written("}"))
+            todo.extend(reversed(pieces))
+        elif isinstance(item, (list, tuple)):
+            pieces = []
+            for v in item:
+                pieces += [_Written(","), v] if pieces else [v]
+            out.append("[")
+            todo.append(_Written("]"))
+            todo.extend(reversed(pieces))
+        else:
+            out.append(_json_scalar(item))
+    return "".join(out)
+
+
+def _json_scalar(value: Any) -> str:
     if value is UNSET:
         return "null"
     if value is None or isinstance(value, (str, bool)):
@@ -154,11 +205,6 @@ def js_json(value: Any) -> str:
         return str(value) if abs(value) < 10**21 else _number_to_string(float(value))
     if isinstance(value, float):
         return _number_to_string(value) if math.isfinite(value) else "null"
-    if isinstance(value, Mapping):
-        items = (f"{json.dumps(str(k), ensure_ascii=False)}:{js_json(v)}" for k, v in value.items() if v is not UNSET)
-        return "{" + ",".join(items) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(js_json(v) for v in value) + "]"
     return json.dumps(str(value), ensure_ascii=False)
 
 

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .fields import js_json, js_string
+from .fields import js_json, js_string, list_leaves
 
 __all__ = ["PLACEHOLDER_RE", "ROOTS", "has_template", "render", "render_deep", "scope_of"]
 
@@ -84,9 +84,9 @@ def _text(value: Any) -> str:
         return value
     if isinstance(value, (bool, int, float)):
         return js_string(value)
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_text(item) for item in value)
-    return js_json(value)
+    if isinstance(value, (list, tuple)):  # nested lists join flat: no recursion, whatever the depth
+        return ", ".join(_text(item) for item in list_leaves(value))
+    return js_json(value)  # written with a stack of its own, however deep
 
 
 _TIDY_SPACES = re.compile(r"(?<=\S)[ \t]{2,}")

@@ -4,14 +4,13 @@ like any save and stored disabled, as a draft for a person to review and enable.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from falai_django import conf
+from falai_django import conf, jsondepth
 from falai_django.engine.errors import FlowConfigurationError, ProviderError
 from falai_django.engine.spec import flow_spec_schema, from_spec, to_spec
 from falai_django.llm.calling import call_provider
@@ -65,11 +64,17 @@ def request_spec(description: str, agent: Any = None) -> dict[str, Any]:
     spec = out.structured
     if spec is None:
         try:
-            spec = json.loads(out.message)
+            spec = jsondepth.loads(out.message, "the model's answer")
+        except jsondepth.JSONDepthError as exc:
+            raise DraftError(str(exc)) from None
         except ValueError:
             spec = None
     if not isinstance(spec, Mapping):
         raise DraftError("the model did not answer with a JSON object")
+    try:
+        jsondepth.check(spec, "the model's answer")  # before from_spec walks it (recursively)
+    except ValueError as exc:  # too deep, or a circle
+        raise DraftError(str(exc)) from None
     return dict(spec)
 
 

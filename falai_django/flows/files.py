@@ -17,6 +17,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from falai_django import jsondepth
 from falai_django.engine.spec import to_spec
 from falai_django.models import Flow
 
@@ -64,7 +65,7 @@ class ImportReport:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = jsondepth.loads(path.read_text(encoding="utf-8"), "the file")  # a ValueError when too deep
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"not readable JSON ({exc})") from None
     if not isinstance(data, dict):

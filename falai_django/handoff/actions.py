@@ -72,7 +72,7 @@ def reply_as_human(session_id: str, text: str, *, author: str, agent: Any = None
     key = f"{HUMAN_KIND}:{uuid.uuid4().hex}"
     now = timezone.now()
     with transaction.atomic():
-        record = inbox.receive(session_id, {"event": event, "key": key}, agent=agent) if event else None
+        record = inbox.receive(session_id, {"event": event, "key": key}, agent=agent, claim=True) if event else None
         row = outbox.outbox_row(session_id, text=text, emission=key, now=now, kind=HUMAN_KIND,
                                 message_key=f"{HUMAN_KIND}:{author}"[:1024],
                                 turn_id=record.pk if record is not None else None)

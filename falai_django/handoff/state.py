@@ -163,7 +163,7 @@ def give_back(session_id: str, *, by: Any = None, note: str = "", agent: Any = N
             start: dict[str, Any] = {"flow": run["flowId"], "key": resume_key(handoff, run)}
             if run.get("input") is not None:
                 start["input"] = run["input"]
-            started.append(inbox.receive(session_id, {"start": start}, agent=agent))
+            started.append(inbox.receive(session_id, {"start": start}, agent=agent, claim=True))
     changed = False
     for record in started:
         result = turns.process(record, agent=agent)

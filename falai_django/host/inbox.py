@@ -51,8 +51,13 @@ def receive(
     claims: dict[str, Any] | None = None,
     agent: Any = None,
     persist: bool = True,
+    claim: bool = False,
 ) -> TurnRecord:
     """Check one input and return its inbox row, saved unless `persist=False`.
+
+    `claim`: the caller runs the input itself right after (`turns.process`), so the row is
+    written claimed (`claimed_until`): the workers draining the conversation wait for it rather
+    than run it too (host/ordering.py).
 
     `turn_input` is a dict with one input kind (checked here), or a `TurnInput` checked already.
     Bad input raises `InputError` (naming the field) before anything is written. `persist=False`
@@ -66,9 +71,16 @@ def receive(
         checked = parse_turn_input(turn_input, now=conf.agent_now(agent) if needs_now else None, silenced=silenced,
                                    context=context, anchors=anchors, claims=claims)
     record = record_for(session_id, checked)
+    if claim:
+        record.claimed_until = claim_until()
     if persist:
         record.save(force_insert=True)
     return record
+
+
+def claim_until(now: datetime | None = None) -> datetime:
+    """The claim of an input its caller runs in-line: TURN_LEASE_S from now (host/ordering.py)."""
+    return (now or timezone.now()) + timedelta(seconds=float(conf.get("TURN_LEASE_S")))
 
 
 def record_for(session_id: str, checked: TurnInput) -> TurnRecord:

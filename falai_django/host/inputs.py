@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from falai_django import jsondepth
 from falai_django.engine.jstime import to_iso, try_parse_iso
 from falai_django.engine.session import describe
 from falai_django.models.sql import HANDOFF_KEY
@@ -204,7 +205,14 @@ def _hop(value: Any) -> int:
 
 
 def check_json(value: Any, name: str) -> Any:
-    """A JSON value (what the inbox row and the engine can hold), returned as is."""
+    """A JSON value (what the inbox row and the engine can hold) nested at most
+    `FALAI["MAX_JSON_DEPTH"]` levels, returned as is."""
+    try:
+        jsondepth.check(value, name)  # first: it walks without recursion, and refuses a circle
+    except jsondepth.JSONDepthError as exc:
+        raise InputError(str(exc), name) from None
+    except ValueError as exc:
+        raise InputError(f"{name} must be plain JSON ({exc})", name) from None
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:

@@ -18,6 +18,11 @@
 
 A `ProviderError` parks the input (`status = retry`, exponential backoff); the dispatcher
 retries it. Nothing is lost.
+
+One conversation's inputs run in the order they were received (`ordering`): the worker's task
+(`process_record`) drains the conversation's open inputs in order under its turn lock; an input
+run in-line is claimed when it is written and, with an earlier input still open, waits for it
+(the check rides in step 1's statement on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from django.utils import timezone
 
 from falai_django import channels, conf
 from falai_django.engine.errors import ProviderError, SessionConflictError
-from falai_django.host import inbox, jobs
+from falai_django.host import inbox, jobs, ordering
 from falai_django.host.delivery import send_after_commit
 from falai_django.host.inbox import HostResult
 from falai_django.host.inputs import UNSET, TurnInput, silenced_for
@@ -86,32 +91,43 @@ def stream(
 
 def _receive(session_id: str, turn_input: dict[str, Any] | TurnInput, silenced: Any, context: Any,
              anchors: Any, claims: Any, agent: Any) -> tuple[TurnRecord, Any]:
-    """The checked input's inbox row, unsaved (the loop writes it with its first read), and its context."""
+    """The checked input's inbox row, unsaved (the loop writes it with its first read), and its
+    context. An input (not a wake) is claimed: its caller runs it, the workers wait for it."""
     record = inbox.receive(session_id, turn_input, silenced=silenced, context=context, anchors=anchors,
                            claims=claims, agent=agent, persist=False)
+    if record.kind != TurnRecord.Kind.WAKE:
+        record.claimed_until = inbox.claim_until()
     return record, turn_input.context if isinstance(turn_input, TurnInput) else context
 
 
 def process(record: TurnRecord, *, agent: Any = None, context: Any = UNSET, send_inline: bool = False,
-            inbox_first: bool = False, loaded: tuple[Any, list[dict[str, str]]] | None = None) -> HostResult:
+            inbox_first: bool = False, loaded: tuple[Any, list[dict[str, str]]] | None = None,
+            in_order: bool = True) -> HostResult:
     """Run (or re-run) an input. Safe to call again for the same record.
 
     `inbox_first`: the record is not saved yet and must be, before the model call (wakes are not:
     their `Wake` row is the durable copy).
+    `in_order` (an input, not a wake): the caller runs it in-line, so it is claimed, and it waits
+    for the conversation's earlier open inputs (`ordering`); a parked one before it parks it too.
+    False only where the order is kept already (a worker's drain).
     """
     for event in _run(record, agent=agent, context=context, streaming=False, send_inline=send_inline,
-                      inbox_first=inbox_first, loaded=loaded):
+                      inbox_first=inbox_first, loaded=loaded, in_order=in_order):
         if event.get("done"):
             return event["host"]
     raise AssertionError("the host loop ended without a result")  # pragma: no cover
 
 
 def process_record(record_id: int) -> HostResult | None:
-    """Re-run a parked or interrupted input by id (the django-q2 task calls this)."""
-    record = TurnRecord.objects.filter(pk=record_id).first()
-    if record is None or record.status in (TurnRecord.Status.DONE, TurnRecord.Status.UNCHANGED):
-        return None
-    return process(record)
+    """Run a stored input by id (the django-q2 task calls this): the conversation's open inputs,
+    this one among them, in the order they were received, under its turn lock (`ordering.drain`).
+    Returns this input's result if this call ran it; None if it was finished already or the worker
+    holding the conversation's lock runs it."""
+    return ordering.drain(record_id, _run_in_drain)
+
+
+def _run_in_drain(record: TurnRecord) -> HostResult:
+    return process(record, in_order=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,8 +148,10 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
                              answer_follows: bool = False) -> tuple[Any, list[dict[str, str]]]:
     """Step 1 of the loop: the stored session (or None) and the transcript before this input.
 
-    With `inbox_row` (unsaved) the row is written first. On PostgreSQL all of it is one
-    statement: the INSERT in a CTE, the blob as text, the transcript as two text arrays (binary).
+    With `inbox_row` (unsaved) the row is written first, and `inbox_row.waits_behind` is set to
+    the first open input of the conversation written before it (None: none; `ordering`). On
+    PostgreSQL all of it is one statement: the INSERT in a CTE, the blob as text, the transcript
+    as two text arrays (binary), the earlier open input through the partial index `falai_turn_open`.
 
     `answer_follows`: the caller is told nothing until this process commits again (the result,
     or the row marked parked / failed / unchanged), so the inbox row's commit does not wait for
@@ -147,20 +165,23 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
     if connection.vendor != "postgresql":
         if inbox_row is not None:
             inbox_row.save(force_insert=True, using=store.db_alias())
+            inbox_row.waits_behind = ordering.first_open_before(inbox_row)
         return store.load(session_id), load_history(session_id)
     sql = _load_sql(connection, store.get_model_class()._meta.db_table, inbox=inbox_row is not None,
                     # inside a caller's transaction the setting would reach the caller's commit
                     relaxed=answer_follows and inbox_row is not None and not connection.in_atomic_block)
     head = [] if inbox_row is None else [
-        session_id, inbox_row.kind, inbox_row.input_key, json.dumps(inbox_row.input, ensure_ascii=False)]
-    params = head + [session_id] * (sql.count("%s") - len(head))  # the blob's and the transcript's
+        session_id, inbox_row.kind, inbox_row.input_key, json.dumps(inbox_row.input, ensure_ascii=False),
+        inbox_row.claimed_until]
+    params = head + [session_id] * (sql.count("%s") - len(head))  # the blob's, the transcript's, the order's
     with bound_cursor(connection, binary_results=True) as cursor:
         cursor.execute(sql, params)
-        turn_id, text, items = cursor.fetchone()[:3]
+        turn_id, text, items, waits_behind = cursor.fetchone()[:4]
     if inbox_row is not None:
         inbox_row.pk = inbox_row.id = turn_id
         inbox_row._state.adding = False
         inbox_row._state.db = store.db_alias()
+        inbox_row.waits_behind = waits_behind
     session = read_blob_text(text, session_id) if text is not None else None  # a broken row raises: loud
     return session, _history_items(items)
 
@@ -190,16 +211,18 @@ def _build_load_sql(connection: Any, sessions_table: str, *, inbox: bool, relaxe
     transcript = _transcript_sql(connection, "%s")
     blob = f"(SELECT {blob_select(connection)} FROM {q(sessions_table)} WHERE {q('id')} = %s)"
     if not inbox:
-        return f"SELECT NULL, {blob}, {transcript}"
+        return f"SELECT NULL, {blob}, {transcript}, NULL"
     turns = q(TurnRecord._meta.db_table)
     # Set for this statement's own transaction only (is_local); read when it commits.
     relax = ", set_config('synchronous_commit', 'off', true)" if relaxed else ""
+    # The new row is not in this statement's snapshot; every open input it sees was written before.
+    earlier = ordering.open_before_sql(connection, "%s", f"(SELECT {q('id')} FROM t)")
     return (
         f"WITH t AS (INSERT INTO {turns} ({q('conversation_id')}, {q('kind')}, {q('input_key')}, {q('input')}, "
-        f"{q('status')}, {q('attempts')}, {q('replays')}, {q('error')}, {q('started')}, {q('ended')}, "
-        f"{q('outcomes')}, {q('skipped')}, {q('schedule')}, {q('llm_calls')}) "
-        f"VALUES (%s, %s, %s, %s::jsonb, 'received', 0, 0, '', '[]', '[]', '[]', '[]', '[]', 0) "
-        f"RETURNING {q('id')}) SELECT (SELECT {q('id')} FROM t), {blob}, {transcript}{relax}"
+        f"{q('claimed_until')}, {q('status')}, {q('attempts')}, {q('replays')}, {q('error')}, {q('started')}, "
+        f"{q('ended')}, {q('outcomes')}, {q('skipped')}, {q('schedule')}, {q('llm_calls')}) "
+        f"VALUES (%s, %s, %s, %s::jsonb, %s, 'received', 0, 0, '', '[]', '[]', '[]', '[]', '[]', 0) "
+        f"RETURNING {q('id')}) SELECT (SELECT {q('id')} FROM t), {blob}, {transcript}, {earlier}{relax}"
     )
 
 
@@ -304,7 +327,45 @@ def _turn_kwargs(record: TurnRecord, session: Any, history: list, context: Any, 
 
 def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_inline: bool = False,
          inbox_first: bool = False, loaded: tuple[Any, list[dict[str, str]]] | None = None,
-         ) -> Iterator[dict[str, Any]]:
+         in_order: bool = True) -> Iterator[dict[str, Any]]:
+    """The loop: yields `{"delta"}` and `{"replay"}` while streaming, then `{"done", "host"}`.
+
+    An input that waited for earlier ones (`ordering.wait_turn`) hands the inputs queued behind
+    it to a worker once it is finished, before its caller hears the result."""
+    waited: list[bool] = []
+    try:
+        host_result = yield from _turn_loop(record, agent=agent, context=context, streaming=streaming,
+                                            send_inline=send_inline, inbox_first=inbox_first, loaded=loaded,
+                                            ordered=in_order and record.kind != TurnRecord.Kind.WAKE,
+                                            waited=waited)
+    except GeneratorExit:  # a stream its reader abandoned mid-turn: the workers may run the input
+        ordering.unclaim(record)
+        raise
+    except Exception:
+        if waited:
+            ordering.hand_on(record)
+        raise
+    if waited:
+        ordering.hand_on(record)
+    yield {"done": True, "host": host_result}
+
+
+def _wait_turn(record: TurnRecord, waited: list[bool]) -> HostResult | None:
+    """Run the conversation's open inputs before this one first (`ordering.wait_turn`). None: it
+    is this input's turn now; else the result of parking it behind them."""
+    waited.append(True)
+    try:
+        stop = ordering.wait_turn(record, _run_in_drain)
+    except Exception:  # an earlier input broke the drain (logged there): this one is retried later
+        logger.exception("falai host: conversation %s: input %s could not wait for the earlier ones",
+                         record.conversation_id, record.pk)
+        stop = ordering.Stop("timeout")
+    return None if stop.reason == "until" else ordering.park_behind(record, stop)
+
+
+def _turn_loop(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_inline: bool,
+               inbox_first: bool, loaded: tuple[Any, list[dict[str, str]]] | None, ordered: bool,
+               waited: list[bool]) -> Iterator[dict[str, Any]]:
     agent = agent or conf.get_agent()
     store = conf.get_store()
     session_id = record.conversation_id
@@ -314,6 +375,11 @@ def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_
     replays = 0
     max_replays = conf.get("MAX_REPLAYS")
     pending_inbox = record if inbox_first and record.pk is None else None
+    if ordered and pending_inbox is None and record.pk is not None:  # saved already (the desk's inputs)
+        if record.claimed_until is None and record.status == TurnRecord.Status.RECEIVED:
+            ordering.claim(record)
+        if ordering.first_open_before(record) is not None and (parked := _wait_turn(record, waited)) is not None:
+            return parked
     while True:
         try:
             if loaded is not None and pending_inbox is None:
@@ -321,6 +387,11 @@ def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_
             else:
                 session, history = load_session_and_history(session_id, store, inbox_row=pending_inbox,
                                                             answer_follows=not streaming)
+            if pending_inbox is not None and ordered and getattr(pending_inbox, "waits_behind", None) is not None:
+                pending_inbox = None
+                if (parked := _wait_turn(record, waited)) is not None:
+                    return parked
+                continue  # read the session again: the earlier inputs changed it
             pending_inbox = None
             silenced = silenced_for(session, stored.get("silenced"))
             if silenced is None:  # a channel's own rule (WhatsApp's 24-hour window)
@@ -340,8 +411,7 @@ def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_
             else:
                 result = _as_session(session_id, agent.turn, **kwargs)
         except ProviderError as exc:
-            yield {"done": True, "host": inbox.park(record, exc, replays)}
-            return
+            return inbox.park(record, exc, replays)
         except Exception as exc:
             if pending_inbox is not None and pending_inbox.pk is None:
                 pending_inbox = None  # the inbox row itself could not be written: nothing to mark failed
@@ -350,8 +420,7 @@ def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_
             raise
 
         if not result.changed:
-            yield {"done": True, "host": _record_unchanged(record, result, replays, session)}
-            return
+            return _record_unchanged(record, result, replays, session)
         try:
             host_result = _commit(record, session, result, replays, store, send_inline=send_inline)
         except (SessionConflictError, IntegrityError) as exc:
@@ -359,13 +428,11 @@ def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_
             logger.info("falai host: %s on %s, replaying %s (%d)", type(exc).__name__, session_id, record.input_key,
                         replays)
             if replays > max_replays:
-                yield {"done": True, "host": inbox.park(record, exc, replays)}
-                return
+                return inbox.park(record, exc, replays)
             if streaming:
                 yield {"replay": replays}
             continue
-        yield {"done": True, "host": host_result}
-        return
+        return host_result
 
 
 def _commit(record: TurnRecord, session: Any, result: Any, replays: int, store: DjangoStore, *,

@@ -15,6 +15,10 @@ In "notify" mode (`FALAI["SEND_HANDOFF"]`, PostgreSQL) the dispatcher is also th
 LISTENs on the channel each turn's statement NOTIFYs, and sends from a small thread pool; the
 sweep hands it whatever a missed NOTIFY left behind, so no send depends on the NOTIFY arriving.
 
+A lost database or broker does not end the process (`outages`): one log line when it goes, a
+capped backoff (≤ 5 s), one line when it is back, then LISTEN again and a sweep with no grace
+period for whatever was written or notified meanwhile.
+
 `requeue_wakes` rebuilds the `Wake` table from the sessions (after a restore, a lost broker, a bug
 fix): what `agent.pending_wakes` says each session waits on, upserted as `pending`.
 """
@@ -35,7 +39,7 @@ from django.utils import timezone
 
 from falai_django import conf
 from falai_django.conf import agent_now
-from falai_django.host import delivery, turns
+from falai_django.host import delivery, outages, turns
 from falai_django.host.inbox import retry_parked
 from falai_django.host.jobs import SEND_CHANNEL, enqueue_wakes
 from falai_django.models import Session as SessionRow
@@ -107,8 +111,17 @@ def dispatch_once(now: datetime | None = None) -> int:
     # A small batch spread over every worker (their database waits overlap); a big one in chunks
     # of DISPATCH_CHUNK, whose turns run one after the other in one worker.
     size = max(1, min(conf.get("DISPATCH_CHUNK"), -(-len(rows) // max(1, int(Conf.WORKERS or 1)))))
-    for chunk in chunks([row[0] for row in rows], size):
-        enqueue_wakes(chunk)
+    pieces = chunks([row[0] for row in rows], size)
+    for n, chunk in enumerate(pieces):
+        try:
+            enqueue_wakes(chunk)
+        except Exception:
+            # The broker refused: what was not handed over goes back to `pending` now rather than
+            # when its claim lapses (DISPATCH_LEASE_S), so it fires as soon as the broker is back.
+            unhanded = [wake_id for piece in pieces[n:] for wake_id in piece]
+            Wake.objects.using(_db_alias()).filter(id__in=unhanded, state=Wake.State.QUEUED).update(
+                state=Wake.State.PENDING, claimed_at=None, attempts=F("attempts") - 1)
+            raise
     return len(rows)
 
 
@@ -183,17 +196,41 @@ class SendListener:
         self.sent = 0
 
     def start(self) -> None:
+        """Open the LISTEN connection (again, after a lost one: notifications sent meanwhile are
+        gone, so the caller sweeps for what they carried)."""
+        self.disconnect()
         connection = connections[_db_alias()]
         connection.ensure_connection()
         self.listen_conn = connection.get_new_connection(connection.get_connection_params())
         self.listen_conn.autocommit = True
         self.listen_conn.execute(f"LISTEN {SEND_CHANNEL}")
 
+    @property
+    def connected(self) -> bool:
+        return self.listen_conn is not None and not self.listen_conn.closed
+
+    def disconnect(self) -> None:
+        """Drop the LISTEN connection quietly (it may be dead already)."""
+        conn, self.listen_conn = self.listen_conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection may fail; it is gone either way
+                pass
+
     def wait(self, timeout: float) -> int:
-        """Wait up to `timeout` for notifications; queue each conversation. Returns how many."""
+        """Wait up to `timeout` for notifications; queue each conversation. Returns how many.
+
+        A lost connection raises (the dispatcher's loop reconnects, LISTENs again and sweeps)."""
+        if not self.connected:
+            self.start()
         submitted = 0
-        for notify in self.listen_conn.notifies(timeout=max(timeout, 0.001)):
-            submitted += self.submit(notify.payload)
+        try:
+            for notify in self.listen_conn.notifies(timeout=max(timeout, 0.001)):
+                submitted += self.submit(notify.payload)
+        except Exception:
+            self.disconnect()
+            raise
         return submitted
 
     def submit(self, session_id: str) -> int:
@@ -219,19 +256,35 @@ class SendListener:
     def _drain(self) -> None:
         try:
             while taken := self._take():
-                again: list[str] = []
                 try:
-                    sent, again = delivery.send_many(taken)
-                    self.sent += sent
-                    for session_id in again:  # a delayed message, or rows that came in meanwhile
-                        self.sent += delivery.send_pending(session_id)
-                except Exception:  # noqa: BLE001 - the rows stay pending; the sweep comes back for them
-                    logger.exception("falai sender: sending %s failed; the sweep retries it", taken)
+                    self._send(taken)
                 finally:
                     with self.lock:
                         self.busy.difference_update(taken)
         finally:
             close_old_connections()  # a thread keeps its connection (CONN_MAX_AGE) between sends
+
+    def _send(self, taken: list[str]) -> None:
+        """Send one batch. A connection the database dropped (a restart since this thread last
+        sent) is closed and the batch tried once more on a fresh one; anything else, or a
+        database still away, leaves the rows pending for the sweep, with a log line."""
+        for attempt in (1, 2):
+            try:
+                sent, again = delivery.send_many(taken)
+                self.sent += sent
+                for session_id in again:  # a delayed message, or rows that came in meanwhile
+                    self.sent += delivery.send_pending(session_id)
+                return
+            except Exception as exc:  # noqa: BLE001 - the rows stay pending; the sweep comes back for them
+                down = outages.dependency_down(exc)
+                connections.close_all()  # this thread's: the next use connects afresh
+                if down and attempt == 1:
+                    continue
+                if down:
+                    logger.warning("falai sender: the %s is away; %s stay pending for the sweep", down, taken)
+                else:
+                    logger.exception("falai sender: sending %s failed; the sweep retries it", taken)
+                return
 
     def stop(self) -> None:
         # One closing task per thread (the barrier keeps each on its own thread), then shut down.
@@ -248,12 +301,17 @@ class SendListener:
         for _ in range(threads):
             self.pool.submit(close_this_threads_connections)
         self.pool.shutdown(wait=True)
-        if self.listen_conn is not None:
-            self.listen_conn.close()
+        self.disconnect()
 
 
 class Dispatcher:
-    """The polling loop behind `manage.py falai_dispatch_wakes` (also usable in a thread)."""
+    """The polling loop behind `manage.py falai_dispatch_wakes` (also usable in a thread).
+
+    It outlives its dependencies: a lost database (or broker) is logged once, retried with a
+    capped backoff (`outages.Backoff`, ≤ 5 s), and once it answers again the listener LISTENs
+    again and a sweep with no grace period hands over whatever was written or missed meanwhile.
+    `outage.down` names what is away now.
+    """
 
     def __init__(self, poll_s: float | None = None, sweep_every_s: float = 2.0) -> None:
         self.poll_s = conf.get("DISPATCH_POLL_S") if poll_s is None else poll_s
@@ -261,13 +319,18 @@ class Dispatcher:
         self.stop_event = threading.Event()
         self.dispatched = 0
         self.sender: SendListener | None = None
+        self.outage = outages.Outage("falai dispatcher", logger)
+        self.backoff = outages.Backoff()
 
     def stop(self) -> None:
         self.stop_event.set()
 
-    def sweep(self) -> None:
+    def sweep(self, *, everything: bool = False) -> None:
+        """Release lapsed claims, hand back unsent rows and parked inputs. `everything`: unsent rows
+        with no grace period (after an outage the NOTIFYs sent meanwhile are lost)."""
         release_stale_claims()
-        delivery.sweep_unsent(hand_over=self.sender.submit if self.sender is not None else None)
+        delivery.sweep_unsent(hand_over=self.sender.submit if self.sender is not None else None,
+                              older_than_s=0 if everything else None)
         retry_parked()
 
     def _idle(self) -> None:
@@ -279,37 +342,56 @@ class Dispatcher:
 
     def run(self, *, max_seconds: float | None = None) -> int:
         started = time.monotonic()
-        next_sweep = 0.0
         if conf.send_by_notify(connections[_db_alias()].vendor):
-            self.sender = SendListener()
-            self.sender.start()
+            self.sender = SendListener()  # it LISTENs on its first wait (a database away then is retried)
         try:
-            return self._loop(started, next_sweep, max_seconds)
+            return self._loop(started, max_seconds)
         finally:
             if self.sender is not None:
                 self.sender.stop()
                 self.sender = None
             connections.close_all()
 
-    def _loop(self, started: float, next_sweep: float, max_seconds: float | None) -> int:
+    def _loop(self, started: float, max_seconds: float | None) -> int:
+        next_sweep = 0.0
+        recovering = False
         while not self.stop_event.is_set():
             if max_seconds is not None and time.monotonic() - started > max_seconds:
                 break
             try:
-                if time.monotonic() >= next_sweep:
-                    self.sweep()
+                if self.sender is not None and not self.sender.connected:
+                    self.sender.start()
+                if recovering or time.monotonic() >= next_sweep:
+                    self.sweep(everything=recovering)
                     next_sweep = time.monotonic() + self.sweep_every_s
                 handed = dispatch_once()
                 self.dispatched += handed
-            except Exception:  # noqa: BLE001 - a database hiccup must not kill the loop
-                logger.exception("falai dispatcher: loop failed; retrying")
-                connections.close_all()
-                handed = 0
-            if handed < conf.get("DISPATCH_BATCH"):
-                self._idle()
-            elif self.sender is not None:
-                self.sender.wait(0)
+                if self.outage.back():
+                    recovering = False
+                self.backoff.reset()
+                if handed < conf.get("DISPATCH_BATCH"):
+                    self._idle()
+                elif self.sender is not None:
+                    self.sender.wait(0)
+            except Exception as exc:  # noqa: BLE001 - nothing ends the loop but stop()
+                self._failed(exc)
+                recovering = recovering or bool(self.outage.down)
         return self.dispatched
+
+    def _failed(self, exc: Exception) -> None:
+        """Log (once per outage when a dependency is away), drop the connections, back off."""
+        down = outages.dependency_down(exc)
+        if down is None:
+            logger.exception("falai dispatcher: loop failed; retrying")
+        else:
+            self.outage.lost(down, exc)
+        if self.sender is not None and down == "database":
+            self.sender.disconnect()
+        try:
+            connections.close_all()
+        except Exception:  # noqa: BLE001 - closing a dead connection can fail; it is gone either way
+            pass
+        self.stop_event.wait(self.backoff.next())
 
 
 def requeue_wakes(*, session_ids: list[str] | None = None, agent: Any = None, progress=None) -> dict[str, int]:

@@ -2,7 +2,7 @@
 tables, one migration history):
 
 - `host`     `Session` (and its admin proxy `Conversation`), `History` (the transcript and the
-             outbox), `Wake`, `TurnRecord` (the durable inbox and run log)
+             outbox), `Wake`, `TurnRecord` (the durable inbox and run log), `TurnLock`
 - `handoff`  `Assignment`, `DeskEntry`, `SavedReply`, `ReadMarker` (the desk)
 - `flows`    `Flow`, `FlowVersion` (flows stored as data)
 - `sql`      the session row's statements, shared by the ORM store and the host's writer
@@ -13,7 +13,7 @@ Models import the engine (the blob is an engine session) and nothing above them,
 
 from falai_django.models.flows import Flow, FlowVersion
 from falai_django.models.handoff import Assignment, DeskEntry, ReadMarker, SavedReply
-from falai_django.models.host import Conversation, History, HistoryItem, Session, TurnRecord, Wake
+from falai_django.models.host import Conversation, History, HistoryItem, Session, TurnLock, TurnRecord, Wake
 
 __all__ = ["Assignment", "Conversation", "DeskEntry", "Flow", "FlowVersion", "History", "HistoryItem", "ReadMarker",
-           "SavedReply", "Session", "TurnRecord", "Wake"]
+           "SavedReply", "Session", "TurnLock", "TurnRecord", "Wake"]

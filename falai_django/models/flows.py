@@ -53,9 +53,14 @@ class Flow(models.Model):
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
 
+        from falai_django import jsondepth
         from falai_django.engine.errors import FlowConfigurationError
 
         super().clean()
+        try:  # before anything walks the spec (the checks and the picture recurse into it)
+            jsondepth.check(self.spec, "the spec")
+        except ValueError as exc:
+            raise ValidationError({"spec": str(exc)}) from None
         if not self.id:
             return  # the id field reports itself
         try:

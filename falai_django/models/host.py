@@ -11,6 +11,7 @@
 - `Wake` — durable wakes (`conversation, key` unique), fired by the dispatcher via django-q2.
 - `TurnRecord` — one row per input: the durable inbox (written before the turn) and the run
   log (mirrors `started`, `ended`, `outcomes`, `skipped`, `llm_calls`, `usage` after it).
+- `TurnLock` — a conversation's turn lock off PostgreSQL's advisory locks (a lease row).
 """
 
 from __future__ import annotations
@@ -252,6 +253,9 @@ class TurnRecord(models.Model):
     schedule = models.JSONField(_("schedule"), default=list, blank=True)
     llm_calls = models.IntegerField(_("LLM calls"), default=0)
     usage = models.JSONField(_("usage"), null=True, blank=True)
+    # Set on an input run in-line by its caller (the API, the desk) while it is `received`: the
+    # workers draining the conversation wait for it instead of running it (host/ordering.py).
+    claimed_until = models.DateTimeField(_("claimed until"), null=True, blank=True)
 
     class Meta:
         db_table = "falai_turn"
@@ -261,10 +265,29 @@ class TurnRecord(models.Model):
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="falai_turn_retry"),
             models.Index(fields=["conversation_id", "id"], name="falai_turn_conv_id"),
+            # A conversation's open inputs, in order (host/ordering.py): small, only unfinished rows.
+            models.Index(fields=["conversation_id", "id"], name="falai_turn_open",
+                         condition=models.Q(status__in=["received", "retry"]) & ~models.Q(kind="wake")),
         ]
 
     def __str__(self) -> str:
         return f"{self.conversation_id} {self.kind}:{self.input_key}"
+
+
+class TurnLock(models.Model):
+    """A conversation's turn lock where PostgreSQL advisory locks are not used (other databases,
+    or `SEND_LOCK = "lease"`): one row per conversation, held until `until` (host/ordering.py)."""
+
+    conversation_id = models.CharField(_("session id"), max_length=255, primary_key=True)
+    until = models.DateTimeField(_("held until"), null=True, blank=True)
+
+    class Meta:
+        db_table = "falai_turn_lock"
+        verbose_name = _("turn lock")
+        verbose_name_plural = _("turn locks")
+
+    def __str__(self) -> str:
+        return self.conversation_id
 
 
 # The names before the rename (0002): kept so existing imports keep working.

@@ -17,7 +17,6 @@ and labels a human's replies as the human's.
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import Any
 
@@ -27,8 +26,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from falai_django import conf, host
+from falai_django import conf, host, jsondepth
 from falai_django.host import sandbox
+from falai_django.host.outages import answer_503_when_down
 from falai_django.playground.drive import fast_forward, provider_label, send_event, snapshot
 
 SESSION_KEY = "falai_playground_session"
@@ -71,6 +71,7 @@ def page(request: HttpRequest) -> HttpResponse:
     })
 
 
+@answer_503_when_down
 @staff_member_required
 @require_GET
 def state(request: HttpRequest) -> JsonResponse:
@@ -84,6 +85,7 @@ def _refused(request: HttpRequest) -> JsonResponse | None:
     return JsonResponse({"error": "You need the 'change conversation' permission."}, status=403)
 
 
+@answer_503_when_down
 @staff_member_required
 @require_POST
 def fast_forward_view(request: HttpRequest) -> JsonResponse:
@@ -94,6 +96,7 @@ def fast_forward_view(request: HttpRequest) -> JsonResponse:
     return JsonResponse({**payload, "state": snapshot(sid)}, json_dumps_params={"ensure_ascii": False})
 
 
+@answer_503_when_down
 @staff_member_required
 @require_POST
 def event_view(request: HttpRequest) -> JsonResponse:
@@ -105,10 +108,15 @@ def event_view(request: HttpRequest) -> JsonResponse:
     if not name:
         return JsonResponse({"error": "Name the event."}, status=400)
     try:
-        payload = json.loads(raw) if raw else None
+        payload = jsondepth.loads(raw, "the payload") if raw else None
+    except jsondepth.JSONDepthError as exc:  # too deep to even parse safely: the limit, named
+        return JsonResponse({"error": str(exc)}, status=400)
     except ValueError as exc:
         return JsonResponse({"error": f"The payload is not JSON: {exc}"}, status=400)
-    result = send_event(sid, name, payload)
+    try:
+        result = send_event(sid, name, payload)
+    except host.InputError as exc:  # checked before anything is written
+        return JsonResponse({"error": str(exc)}, status=400)
     return JsonResponse({**_turn_payload(result), "state": snapshot(sid)}, json_dumps_params={"ensure_ascii": False})
 
 

@@ -27,7 +27,8 @@ FALAI = {
     "MAX_REPLAYS": 50,
     # The kill tests kill django-q2 workers mid-send, so sends must run in the workers: one task
     # per turn ("queue"), not the dispatcher's NOTIFY pool (tests/host/test_pg_write_path.py).
-    "SEND_HANDOFF": "queue",
+    "SEND_HANDOFF": os.environ.get("FAULT_SEND_HANDOFF", "queue"),
+    "WEBHOOK_SECRET": os.environ.get("FAULT_WEBHOOK_SECRET", ""),
 }
 
 Q_CLUSTER = {
@@ -50,4 +51,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"stderr": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["stderr"], "level": "ERROR"},
+    # A test that reads the dispatcher's "lost the database" / "is back" lines raises this.
+    "loggers": {"falai_django": {"level": os.environ.get("FAULT_FALAI_LOG_LEVEL", "ERROR")}},
 }

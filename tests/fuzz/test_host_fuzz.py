@@ -60,7 +60,10 @@ def host_settings(settings):
 
     from falai_django import conf
 
-    settings.FALAI = kit.falai_settings()
+    # A parked input stays parked for the rest of an example: with the default test delay (10 ms)
+    # it falls due during the next `handle`, which then runs it first (inputs run in order,
+    # host/ordering.py), and which input wrote what would hang on the wall clock.
+    settings.FALAI = kit.falai_settings(TURN_RETRY_BASE_S=3600.0)
     saved, Conf.SYNC = Conf.SYNC, True
     conf.clear_cache()
     yield

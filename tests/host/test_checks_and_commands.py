@@ -84,6 +84,35 @@ def test_the_orm_broker_without_persistent_connections_is_a_warning(settings):
     assert "falai_django.W003" in ids({"AGENT": "host.agents.current_agent", "WEBHOOK_SECRET": "x"}, settings)
 
 
+def test_sqlite_without_immediate_transactions_is_a_warning(settings, monkeypatch):
+    """Issue 28: deferred transactions on a SQLite file that several processes write answered
+    admin saves with "database is locked"; the demo settings take the write lock at BEGIN."""
+    from falai_django import checks
+
+    good = {"AGENT": "host.agents.current_agent", "WEBHOOK_SECRET": "x"}
+    demo = settings.DATABASES["default"]
+    assert "falai_django.W004" not in ids(good, settings)  # the demo settings (or PostgreSQL)
+    if demo["ENGINE"].endswith("sqlite3"):
+        assert demo["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+        assert "journal_mode=WAL" in demo["OPTIONS"]["init_command"] and demo["OPTIONS"]["timeout"] >= 20
+
+    class With:  # only the check's view of DATABASES changes, never the connections'
+        def __init__(self, default):
+            self.DATABASES = {"default": default}
+
+        def __getattr__(self, name):
+            return getattr(settings, name)
+
+    sqlite = "django.db.backends.sqlite3"
+    for options in ({"timeout": 20}, {"transaction_mode": "DEFERRED"}, {"transaction_mode": None}):
+        monkeypatch.setattr(checks, "settings", With({"ENGINE": sqlite, "OPTIONS": options, "CONN_MAX_AGE": 60}))
+        assert "falai_django.W004" in ids(good, settings), options
+    for default in ({"ENGINE": sqlite, "OPTIONS": {"transaction_mode": "immediate"}, "CONN_MAX_AGE": 60},
+                    {"ENGINE": "django.db.backends.postgresql", "OPTIONS": {}, "CONN_MAX_AGE": 60}):
+        monkeypatch.setattr(checks, "settings", With(default))
+        assert "falai_django.W004" not in ids(good, settings), default
+
+
 def test_migrate_sessions_converts_3x_rows_and_reports_what_failed_and_why(tmp_path, legacy_blobs_dir):
     from falai_django.stores.django import DjangoStore
 

@@ -350,7 +350,9 @@ def test_an_inbound_turn_takes_at_most_six_sql_statements():
     statements = [part for q in queries.captured_queries for part in q["sql"].split("; SELECT ")
                   if not q["sql"].startswith(("SAVEPOINT", "RELEASE", "BEGIN", "COMMIT"))
                   and "django_q" not in q["sql"]]
-    assert len(statements) <= 6, "\n".join(statements)
+    # Off PostgreSQL the check for an earlier open input of the conversation (issue 28, the order
+    # of inputs) is a statement of its own; on PostgreSQL it rides in the load.
+    assert len(statements) <= (6 if connection.vendor == "postgresql" else 7), "\n".join(statements)
 
 
 def test_an_unreadable_stored_session_is_a_loud_409_never_a_fresh_conversation():

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 from typing import Any
 
@@ -17,9 +16,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from falai_django import conf
+from falai_django import conf, jsondepth
 from falai_django.channels.whatsapp.parse import parse_webhook
 from falai_django.channels.whatsapp.receive import store_batch
+from falai_django.host.outages import answer_503_when_down
 
 logger = logging.getLogger("falai_django.whatsapp")
 
@@ -37,6 +37,7 @@ def _refuse(status: int, reason: str) -> JsonResponse:
 
 @csrf_exempt
 @require_http_methods(["GET", "POST"])
+@answer_503_when_down
 def webhook(request: HttpRequest) -> HttpResponse:
     settings = conf.whatsapp_settings()
     if settings is None:
@@ -67,7 +68,10 @@ def deliver(request: HttpRequest, settings: dict[str, Any]) -> HttpResponse:
                                              signature(secret, body).encode()):
         return _refuse(403, f"{SIGNATURE_HEADER} does not match the body")
     try:
-        payload = json.loads(body)
+        payload = jsondepth.loads(body)
+    except jsondepth.JSONDepthError as exc:  # refused before the decoder (or `_clean`) recurses into it
+        logger.warning("falai whatsapp: refused a signed body: %s", exc)
+        return _refuse(400, str(exc))
     except (ValueError, RecursionError):
         return _refuse(400, "the body is not JSON")
     if not isinstance(payload, dict):
@@ -79,7 +83,9 @@ def deliver(request: HttpRequest, settings: dict[str, Any]) -> HttpResponse:
 
 
 def _clean(value: Any) -> Any:
-    """Text PostgreSQL can store: no NUL, no lone surrogate (a webhook Meta retries must not fail)."""
+    """Text PostgreSQL can store: no NUL, no lone surrogate (a webhook Meta retries must not fail).
+
+    Recursive, so only ever called on a body `jsondepth` has bounded."""
     if isinstance(value, str):
         return value.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
     if isinstance(value, dict):

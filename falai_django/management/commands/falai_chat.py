@@ -23,7 +23,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from falai_django import conf, host
+from falai_django import conf, host, jsondepth
 from falai_django.host import conversations
 from falai_django.playground import display, drive
 
@@ -113,7 +113,9 @@ class Command(BaseCommand):
             if not name:
                 raise CommandError("usage: /event name {json payload}")
             try:
-                payload = json.loads(raw) if raw.strip() else None
+                payload = jsondepth.loads(raw, "the payload") if raw.strip() else None
+            except jsondepth.JSONDepthError as exc:
+                raise CommandError(str(exc)) from None
             except ValueError as exc:
                 raise CommandError(f"the payload is not JSON: {exc}") from None
             events = sorted(getattr(self.agent, "events", None) or {})

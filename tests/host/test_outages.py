@@ -1,0 +1,170 @@
+"""A database that cannot be reached: requests answer 503 with Retry-After (JSON, no driver text),
+nothing is written, and the failures are classified from real driver errors, not stand-ins."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import socket
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from falai_django.host import outages
+from falai_django.models import Session, TurnRecord
+
+from .helpers import signed_post, url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Lines(logging.Handler):
+    """Collects the formatted lines of one logger (tests/host runs without pytest's logging plugin)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.logger = logging.getLogger(name)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    def __enter__(self) -> Lines:
+        self.logger.addHandler(self)
+        self.previous = self.logger.level
+        self.logger.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self.previous)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # nothing listens there once the socket closes
+
+
+@contextlib.contextmanager
+def database_away(tmp_path):
+    """The default database points at nothing for the duration: a closed port on PostgreSQL, a
+    file in a folder that does not exist on SQLite. Real connection failures, from the driver."""
+    saved = dict(connection.settings_dict)
+    connection.close()
+    if connection.vendor == "postgresql":
+        connection.settings_dict.update(HOST="127.0.0.1", PORT=str(_closed_port()))
+    else:
+        connection.settings_dict["NAME"] = str(tmp_path / "missing" / "db.sqlite3")
+    try:
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+
+
+def test_an_api_message_while_the_database_is_away_is_a_503_with_retry_after(tmp_path):
+    with Lines("falai_django.host") as log, database_away(tmp_path):
+        response = signed_post(url("c-away", "messages"), {"text": "oi", "id": "wamid.1"})
+    assert response.status_code == 503
+    assert response["Content-Type"] == "application/json"
+    assert response["Retry-After"] == str(outages.RETRY_AFTER_S)
+    body = response.json()
+    assert body == {"detail": outages.UNAVAILABLE_DETAIL, "unavailable": "database"}
+    assert "Error" not in response.content.decode() and "psycopg" not in response.content.decode()
+    assert any("c-away" in line and "503" in line for line in log.lines), log.lines
+    # back: nothing was half written, and the same delivery now goes through
+    assert not TurnRecord.objects.filter(conversation_id="c-away").exists()
+    again = signed_post(url("c-away", "messages"), {"text": "oi", "id": "wamid.1"})
+    assert again.status_code == 200 and Session.objects.filter(pk="c-away").exists()
+
+
+def test_the_stream_endpoint_answers_503_before_its_first_byte(tmp_path):
+    with database_away(tmp_path):
+        response = signed_post(url("c-away", "messages/stream"), {"text": "oi", "id": "wamid.1"})
+    assert response.status_code == 503 and not response.streaming
+    assert response["Retry-After"] == str(outages.RETRY_AFTER_S)
+    assert response.json()["detail"] == outages.UNAVAILABLE_DETAIL
+
+
+def test_a_session_read_and_the_list_answer_503_too(tmp_path):
+    with database_away(tmp_path):
+        state = signed_get(url("c-away"))
+        listing = Client().get("/falai/sessions", HTTP_AUTHORIZATION="Token checked-against-the-database")
+    assert state.status_code == 503 and state["Retry-After"] == str(outages.RETRY_AFTER_S)
+    assert listing.status_code == 503 and listing.json()["unavailable"] == "database"
+
+
+def signed_get(path: str):
+    import time
+
+    from falai_django.api.auth import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+
+    ts = str(int(time.time()))
+    return Client().get(path, headers={TIMESTAMP_HEADER: ts,
+                                       SIGNATURE_HEADER: sign("s3cret", ts, b"", method="GET", path=path)})
+
+
+def test_a_signed_whatsapp_delivery_while_the_database_is_away_is_a_503(settings, tmp_path):
+    from falai_django import conf
+
+    secret = "app-secret"
+    settings.FALAI = {**settings.FALAI, "WHATSAPP": {"PHONE_NUMBER_ID": "123", "ACCESS_TOKEN": "t",
+                                                     "APP_SECRET": secret, "VERIFY_TOKEN": "v"}}
+    conf.clear_cache()
+    body = json.dumps({"object": "whatsapp_business_account", "entry": [{"changes": [{"field": "messages", "value": {
+        "metadata": {"phone_number_id": "123"},
+        "messages": [{"from": "5511999990000", "id": "wamid.A", "timestamp": "1700000000", "type": "text",
+                      "text": {"body": "oi"}}]}}]}]}).encode()
+    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    with database_away(tmp_path):
+        response = Client().post("/falai/whatsapp/webhook", data=body, content_type="application/json",
+                                 headers={"X-Hub-Signature-256": signature})
+    assert response.status_code == 503, response.content
+    assert response["Retry-After"] == str(outages.RETRY_AFTER_S)
+    assert not TurnRecord.objects.exists()  # nothing half written: Meta delivers it again
+
+
+def test_real_driver_failures_are_told_apart_from_bugs(tmp_path):
+    from django.db import OperationalError
+
+    with database_away(tmp_path), pytest.raises(OperationalError) as caught:
+        connection.ensure_connection()
+    assert outages.dependency_down(caught.value) == "database"
+    try:
+        raise RuntimeError("while handling") from caught.value
+    except RuntimeError as chained:
+        assert outages.dependency_down(chained) == "database"  # what it was raised from counts
+    assert outages.dependency_down(ValueError("bad data")) is None
+    redis = pytest.importorskip("redis")
+    client = redis.Redis(host="127.0.0.1", port=_closed_port(), socket_connect_timeout=1)
+    with pytest.raises(redis.exceptions.ConnectionError) as broker:
+        client.ping()
+    assert outages.dependency_down(broker.value) == "broker"
+
+
+def test_the_backoff_doubles_up_to_five_seconds_and_starts_over_after_a_success():
+    backoff = outages.Backoff()
+    waits = [backoff.next() for _ in range(8)]
+    assert waits[:4] == [0.25, 0.5, 1.0, 2.0]
+    assert max(waits) == 5.0 and waits[-1] == 5.0
+    backoff.reset()
+    assert backoff.next() == 0.25
+
+
+def test_an_outage_is_logged_once_when_lost_and_once_when_back():
+    with Lines("falai_django.wakes") as log:
+        outage = outages.Outage("falai dispatcher", logging.getLogger("falai_django.wakes"))
+        error = ConnectionError("server closed the connection unexpectedly")
+        assert outage.lost("database", error) is True
+        assert outage.lost("database", error) is False  # the same outage: no second line
+        assert outage.down == ["database"]
+        assert outage.back() == ["database"]
+        assert outage.back() == []
+    assert len(log.lines) == 2, log.lines
+    assert "lost the database" in log.lines[0] and "is back after" in log.lines[1]
