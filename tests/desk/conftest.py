@@ -47,6 +47,19 @@ def make_user(username: str, *perms: str, superuser: bool = False) -> Any:
     return user
 
 
+def logged_in(browser: Any, live_server: Any, username: str) -> Any:
+    """A Chromium page signed in to the admin as `username` (password "pw")."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="en-US")
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#user-tools")
+    return page
+
+
 AGENT_PERMS = ("view_conversation", "change_conversation", "handoff_conversation", "reply_conversation")
 
 

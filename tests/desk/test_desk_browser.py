@@ -18,7 +18,7 @@ import pytest
 
 from falai_django.models import Conversation, DeskEntry, History, SavedReply
 
-from .conftest import AGENT_PERMS, make_user, sent_texts
+from .conftest import AGENT_PERMS, logged_in, make_user, sent_texts
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 SID = "5511988887777"
@@ -29,18 +29,6 @@ SAVED = "Oi! Aqui é a Alice, da equipe. O plano começa em R$ 99 por mês."
 @pytest.fixture
 def browser(chromium):
     return chromium
-
-
-def logged_in(browser, live_server, username: str):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="en-US")
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_selector("#user-tools")
-    return page
 
 
 def customer_writes(live_server, token: str, text: str, n: int) -> dict:
