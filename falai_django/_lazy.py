@@ -10,15 +10,14 @@ from typing import Any
 
 
 def lazy_exports(package: str, namespace: dict[str, Any], table: Mapping[str, str]) -> Callable[[str], Any]:
-    """A module-level `__getattr__` resolving `name` from `table[name]`: a module path (the
-    attribute of the same name there) or `"module:attribute"` (exported under another name)."""
+    """A module-level `__getattr__` resolving `name` from `table[name]`, the module path that
+    defines an attribute of that name."""
 
     def __getattr__(name: str) -> Any:
         where = table.get(name)
         if where is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        module, _, attribute = where.partition(":")
-        value = getattr(importlib.import_module(module), attribute or name)
+        value = getattr(importlib.import_module(where), name)
         namespace[name] = value
         return value
 

@@ -14,5 +14,7 @@ class FalaiConfig(AppConfig):
         from falai_django import checks  # noqa: F401 - registers the FALAI system checks
         from falai_django.channels.whatsapp import checks as whatsapp_checks  # noqa: F401 - and FALAI["WHATSAPP"]'s
         from falai_django.conf import reload
+        from falai_django.flows import saving
 
         setting_changed.connect(reload, dispatch_uid="falai_django.conf.reload")
+        saving.connect()  # every Flow save checks its spec and resets the running agent

@@ -44,9 +44,10 @@ CYCLE_CHECKED: tuple[str, ...] = (PACKAGE,)
 ENTRY_POINTS = ("falai_django.tasks", "falai_django.api", "falai_django.admin", "falai_django.playground",
                 "falai_django.urls", "falai_django.management")
 
-# The domains built on the host; `host/` imports none of them.
+# The domains built on the host; the layers under them import none of them.
 HOST = "falai_django.host"
 DOMAINS = ("falai_django.handoff", "falai_django.flows", "falai_django.admin", "falai_django.playground")
+UNDER_THE_DOMAINS = (HOST, "falai_django.models", "falai_django.stores", "falai_django.engine", "falai_django.llm")
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,35 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+# Calls whose string arguments are dotted paths this process never loads: a logger's name, and a
+# task's name, which the worker that runs the task imports (the queue is the seam between them).
+NOT_AN_IMPORT = frozenset({"getLogger", "enqueue", "async_task", "schedule"})
+
+
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _module_named(text: str, known: set[str]) -> str | None:
+    """The package module a dotted-path string names (`"pkg.mod.Attr"`, `"pkg.mod:attr"`, `"pkg.mod"`),
+    or None. The package root alone names nothing: every module is inside it."""
+    path = text.partition(":")[0]
+    if not path.startswith(PACKAGE + "."):
+        return None
+    parts = path.split(".")
+    for end in range(len(parts), 1, -1):
+        if ".".join(parts[:end]) in known:
+            return ".".join(parts[:end])
+    return None
+
+
 def imports_of(module: str, source: str, is_package: bool, modules: Iterable[str]) -> list[Import]:
     """Every import statement in `source`, as absolute module names (`from pkg import sub`
-    names the submodule `pkg.sub` when there is one)."""
+    names the submodule `pkg.sub` when there is one), and every string naming a package module
+    by its dotted path (a setting's default, a lazy export's table): `import_string` or
+    `importlib` loads it when the code runs, so it ties the two files as an import inside a
+    function does."""
     known = set(modules)
     out: list[Import] = []
 
@@ -100,6 +127,14 @@ def imports_of(module: str, source: str, is_package: bool, modules: Iterable[str
                 for alias in node.names:
                     if f"{target}.{alias.name}" in known:
                         out.append(Import(module, f"{target}.{alias.name}", node.lineno, at_load, type_only))
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue  # a docstring (or a bare string) names a module but never loads it
+            elif isinstance(node, ast.Call) and _called_name(node) in NOT_AN_IMPORT:
+                visit([node.func], at_load, type_only)  # a logger's name is not a module to load
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                target = _module_named(node.value, known)
+                if target is not None:  # a dotted path some code imports when it runs
+                    out.append(Import(module, target, node.lineno, False, type_only))
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 visit(ast.iter_child_nodes(node), False, type_only)
             elif isinstance(node, ast.If) and _is_type_checking(node.test):
@@ -159,12 +194,17 @@ def load_graph(imports: Iterable[Import], checked: Iterable[str], *, every_impor
     return graph
 
 
-def host_violations(imports: Iterable[Import]) -> list[str]:
-    """`host/` importing a domain, at any depth of the file (the facade's type-only names aside)."""
-    return [f"{imp.source} (line {imp.line}) imports {imp.target}: host/ imports no domain"
+def domain_violations(imports: Iterable[Import]) -> list[str]:
+    """A layer under the domains (`host/`, `models/`, `stores/`, `engine/`, `llm/`) importing a
+    domain, at any depth of the file, type-only imports and dotted-path strings included."""
+    return [f"{imp.source} (line {imp.line}) imports {imp.target}: {_layer_of(imp.source)}/ imports no domain"
             for imp in imports
-            if _under(imp.source, HOST) and any(_under(imp.target, d) for d in DOMAINS)
-            and not (imp.type_only and imp.source == HOST)]
+            if any(_under(imp.source, layer) for layer in UNDER_THE_DOMAINS)
+            and any(_under(imp.target, d) for d in DOMAINS)]
+
+
+def _layer_of(module: str) -> str:
+    return module.split(".")[1]
 
 
 def entry_point_violations(imports: Iterable[Import]) -> list[str]:
@@ -267,12 +307,15 @@ def test_no_circle_even_through_imports_inside_functions(imports):
     assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
-def test_host_imports_no_domain(imports):
-    problems = host_violations(imports)
+def test_no_layer_under_the_domains_imports_one(imports):
+    problems = domain_violations(imports)
     assert not problems, "\n".join(problems)
     domains_on_host = {imp.source.split(".")[1] for imp in imports
                        if any(_under(imp.source, d) for d in DOMAINS) and _under(imp.target, HOST)}
     assert domains_on_host == {"handoff", "admin", "playground"}  # flows reach the host through conf only
+    # the flows domain owns the spec check and the cache reset a save needs; the model imports neither
+    assert not [imp for imp in imports if _under(imp.source, "falai_django.models")
+                and imp.target in ("falai_django.conf", "falai_django.flows.running")]
 
 
 def test_every_domain_says_what_it_owns_and_may_import():
@@ -282,11 +325,16 @@ def test_every_domain_says_what_it_owns_and_may_import():
         assert "import" in doc and len(doc) > 200, f"{package} needs a docstring saying what it owns and imports"
 
 
-def test_the_host_facade_names_the_handoff_operations_lazily():
+def test_the_host_facade_and_the_handoff_name_one_function_each():
     import falai_django.host as host
-    from falai_django.handoff import state
+    from falai_django import handoff
+    from falai_django.host import silencing
 
-    assert host.unsilence is state.give_back and host.silence is state.silence
+    assert host.unsilence is handoff.give_back is silencing.give_back
+    assert host.silence is handoff.silence is silencing.silence
+    assert handoff.take_over is silencing.take_over
+    # one name for rebuilding a conversation's wakes: the host's
+    assert not hasattr(handoff, "requeue_wakes")
     with pytest.raises(AttributeError):
         host.no_such_function  # noqa: B018
 
@@ -304,14 +352,38 @@ def test_entry_points_sit_on_top(imports):
     assert not problems, "\n".join(problems)
 
 
-def test_a_host_module_importing_a_domain_inside_a_function_is_caught():
+def test_a_lower_layer_importing_a_domain_in_any_way_is_caught():
     fake = _fake({"falai_django.host.turns": "def f():\n    from falai_django.handoff import state\n",
                   "falai_django.host": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                                        "    from falai_django.handoff.state import silence\n",
-                  "falai_django.host.__x": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                           "    from falai_django.flows import running\n"})
-    found = host_violations(fake)
-    assert [p.split(" (")[0] for p in found] == ["falai_django.host.turns", "falai_django.host.__x"]
+                  "falai_django.host.__x": 'LAZY = {"silence": "falai_django.handoff.state:silence"}\n',
+                  "falai_django.models.flows": "def clean():\n    from falai_django.flows import running\n",
+                  "falai_django.stores.django": "import falai_django.admin\n",
+                  "falai_django.handoff.state": "", "falai_django.flows.running": "", "falai_django.admin": "",
+                  "falai_django.handoff.desk": "from falai_django.host import turns\n",
+                  "falai_django.engine.turn": '"""Unlike falai_django.flows.running, ..."""\n'})
+    found = sorted({p.split(" (")[0] for p in domain_violations(fake)})
+    assert found == ["falai_django.host", "falai_django.host.__x", "falai_django.host.turns",
+                     "falai_django.models.flows", "falai_django.stores.django"]
+
+
+def test_a_dotted_path_string_is_an_import_that_runs_later():
+    fake = _fake({
+        "falai_django.conf": '"""Say "falai_django.models" here: a docstring loads nothing."""\n'
+                             'DEFAULTS = {"STORE": "falai_django.stores.django.DjangoStore"}\n'
+                             'LAZY = {"x": "falai_django.stores.django:DjangoStore"}\n'
+                             'import logging\nlogger = logging.getLogger("falai_django.models")\n'
+                             'def go():\n    enqueue("falai_django.models.run", 1)\n',
+        "falai_django.stores.django": "from falai_django import models\n",
+        "falai_django.models": "def clean():\n    from falai_django import conf\n",
+    })
+    strings = sorted((imp.line, imp.target, imp.at_load) for imp in fake if imp.source == "falai_django.conf")
+    assert strings == [(2, "falai_django.stores.django", False), (3, "falai_django.stores.django", False),
+                       (4, "logging", True)]
+    every = load_graph(fake, (PACKAGE,), every_import=True)
+    assert import_cycles(every) == [["falai_django.conf", "falai_django.stores.django", "falai_django.models",
+                                     "falai_django.conf"]]
+    assert not import_cycles(load_graph(fake, (PACKAGE,)))  # none of the three runs at load
 
 
 def test_an_engine_module_importing_the_host_is_caught():

@@ -247,7 +247,7 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
             "key": key, "codes": codes or result.status}
 
     def _requeue(self, request: HttpRequest, obj: Conversation) -> str:
-        report = handoff.requeue_wakes(obj.pk)
+        report = host.requeue_wakes(session_ids=[obj.pk])
         if report.get("failed"):
             raise handoff.HandoffError(gettext("the agent could not compute this conversation's wakes"))
         return ngettext("Re-enqueued %(count)d wake.", "Re-enqueued %(count)d wakes.", report["wakes"]) % {

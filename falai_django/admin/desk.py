@@ -42,8 +42,8 @@ from django.utils.translation import gettext_lazy as _
 
 from falai_django import handoff
 from falai_django.engine.errors import InvalidSessionError
-from falai_django.handoff import desk, records
-from falai_django.host import conversations
+from falai_django.handoff import desk
+from falai_django.host import conversations, desk_rows
 from falai_django.host.inputs import UnknownConversationError
 from falai_django.models import SavedReply
 
@@ -156,7 +156,7 @@ class DeskAdminMixin:
 
     def _state(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
         read = conversations.read_conversation(obj.pk, wakes=False)
-        assignee = records.assignee_of(obj.pk)
+        assignee = desk_rows.assignee_of(obj.pk)
         return {"handoff": read.handoff, "invalid": read.invalid, "assignee": assignee,
                 "assignee_name": assignee.get_username() if assignee else "",
                 "mine": assignee is not None and assignee.pk == request.user.pk}

@@ -10,7 +10,7 @@ most once every `FLOWS_RELOAD_S` seconds: a new version reaches web processes an
 seconds, for at most one tiny query per turn. A save in this process forgets the stamp at once.
 
 The module reaches the model through the app registry (never an import of `models`), so
-`conf.get_agent` and `models.Flow.clean` can both use it without an import circle.
+`conf.get_agent` can use it without importing the models.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a person does to a conversation besides handing it over (`state` has that):
+"""What a person does to a conversation besides handing it over (`host.silencing` has that):
 
 - `reply_as_human(session_id, text, author=...)` — the text goes out through the sender, is
   kept in the transcript as the human's (`role="assistant"`, `kind="human"`,
@@ -8,7 +8,6 @@
   `direction="outbound"`; with neither, the reply is still sent and stored, and the result
   says no event was fed.
 - `fire_wake_now(session_id, key)` — run `turn(wake=key)` now (a stale key changes nothing).
-- `requeue_wakes(session_id)` — rebuild the conversation's wakes from `agent.pending_wakes`.
 
 The admin, the desk and the API call these; each refuses an unknown conversation with
 `HandoffError`.
@@ -24,10 +23,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from falai_django import conf
-from falai_django.handoff.state import HandoffError
-from falai_django.host import inbox, outbox, turns, wakes
+from falai_django.host import inbox, outbox, turns
 from falai_django.host.inbox import HostResult
 from falai_django.host.jobs import hand_over_sends
+from falai_django.host.silencing import HandoffError
 
 HUMAN_KIND = "human"  # History.kind of a message a person wrote (the engine's are 'ai' | 'verbatim')
 
@@ -89,8 +88,3 @@ def fire_wake_now(session_id: str, key: str, *, agent: Any = None) -> HostResult
     load_session(session_id)
     return turns.handle(session_id, {"wake": key}, agent=agent)
 
-
-def requeue_wakes(session_id: str, *, agent: Any = None) -> dict[str, int]:
-    """Rebuild this conversation's wakes from `agent.pending_wakes` (safe to run twice)."""
-    load_session(session_id)
-    return wakes.requeue_wakes(session_ids=[session_id], agent=agent)

@@ -1,6 +1,6 @@
 """The desk for the human team: queues, ownership, notes, read markers, and the transcript with
-its markers. The admin's desk views call these; the handoff itself goes through `state` (take
-over, give back with the resume) and `actions` (reply as a human: its outbox row is the one
+its markers. The admin's desk views call these; the handoff itself goes through `host.silencing`
+(take over, give back with the resume) and `actions` (reply as a human: its outbox row is the one
 `outbox_row`).
 
 Queues (each a `Conversation` queryset, the blob deferred):
@@ -23,11 +23,11 @@ from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquer
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from falai_django.handoff import records
 from falai_django.handoff.actions import HUMAN_KIND, load_session
-from falai_django.handoff.state import give_back, human_reason, silence, take_over
+from falai_django.host import desk_rows
 from falai_django.host.inputs import handoff_of
 from falai_django.host.jobs import hand_over_sends
+from falai_django.host.silencing import give_back, human_reason, silence, take_over
 from falai_django.models import Conversation, DeskEntry, History, ReadMarker
 
 WAITING, MINE, OPEN = "waiting", "mine", "open"
@@ -139,9 +139,9 @@ def assign(session_id: str, assignee: Any, *, by: Any, understand: bool | None =
             silence(session_id, human_reason(owner), owner=owner, mode=current.get("mode") or "stop", by=by)
         else:
             take_over(session_id, owner, understand=understand, by=by)
-        records.set_assignee(session_id, assignee)
+        desk_rows.set_assignee(session_id, assignee)
         if by is not None and by.pk != assignee.pk:
-            records.mark(session_id, DeskEntry.Kind.ASSIGN, by=by, text=assignee.get_username())
+            desk_rows.mark(session_id, DeskEntry.Kind.ASSIGN, by=by, text=assignee.get_username())
 
 
 def add_note(session_id: str, user: Any, text: str) -> DeskEntry:
@@ -150,7 +150,7 @@ def add_note(session_id: str, user: Any, text: str) -> DeskEntry:
     if not text:
         raise DeskError("a note needs text")
     _exists(session_id)
-    return records.mark(session_id, DeskEntry.Kind.NOTE, by=user, text=text)
+    return desk_rows.mark(session_id, DeskEntry.Kind.NOTE, by=user, text=text)
 
 
 def resolve(session_id: str, user: Any, note: str = "", *, agent: Any = None) -> None:
@@ -160,8 +160,8 @@ def resolve(session_id: str, user: Any, note: str = "", *, agent: Any = None) ->
     note = (note or "").strip()
     give_back(session_id, by=user, agent=agent)
     with transaction.atomic():
-        records.set_assignee(session_id, None)
-        records.mark(session_id, DeskEntry.Kind.RESOLVE, by=user, text=note)
+        desk_rows.set_assignee(session_id, None)
+        desk_rows.mark(session_id, DeskEntry.Kind.RESOLVE, by=user, text=note)
 
 
 def retry_send(session_id: str, item_id: int) -> History:

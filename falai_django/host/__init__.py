@@ -16,19 +16,21 @@ dispatcher fires them later).
 - `sandbox`        the playground's conversations never reach `FALAI["SENDER"]`
 - `wakes`          the dispatcher (due wakes → tasks, the NOTIFY sender pool); `requeue_wakes`
 - `conversations`  the one read model people see a conversation through; the list's status rules
+- `silencing`      the handoff's one write path: `silence`, `take_over`, `give_back` (`unsilence`),
+                   which resumes the runs the handoff silenced; `desk_rows` its markers and the
+                   desk's assignment
 
 `host/` imports `models/`, `engine/`, `stores/`, `channels/`, the SENDER contract (`sending`) and
 the settings; it never imports a domain above it (`handoff/`, `flows/`, `admin/`, `playground/`)
-nor an entry point. The two handoff operations this facade names, `silence` and `unsilence` (the
-give-back, which resumes what the handoff silenced), live in `handoff.state` and resolve on first
-use.
+nor an entry point, not even inside a function or by a dotted path. The handoff's write path
+lives here rather than in `handoff/` because the turn pipeline and the facade need it and it needs
+only the host (docs/DECISIONS.md H13); `handoff/` exports the same functions.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from falai_django._lazy import lazy_exports
 from falai_django.conf import agent_now
 from falai_django.host.conversations import read_conversation, session_state
 from falai_django.host.inbox import HostResult, receive, retry_delay_s
@@ -43,6 +45,8 @@ from falai_django.host.inputs import (
     silenced_for,
 )
 from falai_django.host.outbox import emission_key, idempotency_key
+from falai_django.host.silencing import give_back as unsilence
+from falai_django.host.silencing import silence
 from falai_django.host.turns import (
     context_for,
     handle,
@@ -54,10 +58,6 @@ from falai_django.host.turns import (
 )
 from falai_django.host.wakes import requeue_wakes
 
-if TYPE_CHECKING:  # the handoff's operations, named here for the README's API (resolved lazily below)
-    from falai_django.handoff.state import give_back as unsilence
-    from falai_django.handoff.state import silence
-
 __all__ = [
     "HANDOFF_MODES", "INPUT_KINDS", "HostResult", "InputError", "TurnInput", "UnknownConversationError",
     "agent_now", "context_for", "emission_key", "handle", "handle_event", "handle_message", "handle_start",
@@ -65,14 +65,6 @@ __all__ = [
     "parse_turn_input", "process", "process_record", "read_conversation", "receive", "requeue_wakes",
     "retry_delay_s", "session_state", "silence", "silenced_for", "stream", "unsilence",
 ]
-
-# the handoff's write path, which imports the host itself: resolved on first use
-HANDOFF_OPERATIONS = {
-    "silence": "falai_django.handoff.state",
-    "unsilence": "falai_django.handoff.state:give_back",
-}
-
-__getattr__ = lazy_exports(__name__, globals(), HANDOFF_OPERATIONS)
 
 
 def handle_message(session_id: str, text: str, *, id: str | None = None, at: str | None = None,

@@ -7,8 +7,10 @@ tables, one migration history):
 - `flows`    `Flow`, `FlowVersion` (flows stored as data)
 - `sql`      the session row's statements, shared by the ORM store and the host's writer
 
-Models import the engine (the blob is an engine session) and nothing above them, except that a
-`Flow` checks its spec and resets the running agent's cache through `flows.running` when saved.
+Models import the engine (the blob is an engine session) and nothing above them: no domain, not
+`conf`, not even inside a function. A `Flow`'s spec check and the running agent's reset belong to
+the flows domain (`flows.saving`), which answers the model's signals (`Flow.clean` sends
+`flows.checking_spec`).
 """
 
 from falai_django.models.flows import Flow, FlowVersion

@@ -1,5 +1,10 @@
 """Flows stored as data (migration 0006_flows): `Flow`, a FlowSpec the running agent adds to the
 code agent's flows, and `FlowVersion`, every saved version of it.
+
+The model imports no domain and reads no setting. Checking a spec (its nesting bound, then
+against the agent) and resetting the running agent after a save belong to the flows domain
+(`flows.saving`): `Flow.clean` sends `checking_spec`, whose receiver there raises the
+`ValidationError`, and the domain listens to `post_save` and `post_delete` for the reset.
 """
 
 from __future__ import annotations
@@ -8,13 +13,20 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.dispatch import Signal
 from django.utils.translation import gettext_lazy as _
+
+# Sent by `Flow.clean` (and so by every `full_clean` and every `save`) with the flow as
+# `instance`. A receiver checks the spec and raises `ValidationError` to refuse it; the app's
+# `ready()` connects the flows domain's (`flows.saving.check`).
+checking_spec = Signal()
 
 
 class Flow(models.Model):
     """A flow stored as data: a FlowSpec (`spec`) the running agent adds to the code agent's
     flows when `enabled` (replacing a code flow with the same id). Every save is checked against
-    the agent's registries, bumps `version` and keeps a `FlowVersion`."""
+    the agent's registries (`flows.saving`, on `pre_save`), bumps `version` and keeps a
+    `FlowVersion`."""
 
     id = models.SlugField(_("id"), max_length=255, primary_key=True,
                           help_text=_("The flow's id: sessions find their flow by it. The spec's id must match."))
@@ -40,52 +52,37 @@ class Flow(models.Model):
     def __str__(self) -> str:
         return self.name or self.id
 
-    def check_spec(self) -> list[str]:
-        """Check `spec` against the agent's registries and the other flows; return the warnings
-        (also kept on `self.spec_warnings`). Raises `FlowConfigurationError`."""
-        from falai_django import conf
-        from falai_django.flows import running
-
-        others = Flow.objects.filter(enabled=True).exclude(pk=self.pk).values_list("id", flat=True)
-        self.spec_warnings = running.check_spec(self.id, self.spec, conf.get_code_agent(), list(others))
-        return self.spec_warnings
-
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        from falai_django import jsondepth
-        from falai_django.engine.errors import FlowConfigurationError
+        """Check the spec: its nesting, then against the agent's registries and the other flows
+        (`checking_spec`'s receiver). Raises `ValidationError` on the spec field, naming the flow
+        and the step; the warnings are kept on `self.spec_warnings`."""
+        from django.core.exceptions import ImproperlyConfigured
 
         super().clean()
-        try:  # before anything walks the spec (the checks and the picture recurse into it)
-            jsondepth.check(self.spec, "the spec")
-        except ValueError as exc:
-            raise ValidationError({"spec": str(exc)}) from None
-        if not self.id:
-            return  # the id field reports itself
-        try:
-            self.check_spec()
-        except FlowConfigurationError as exc:
-            raise ValidationError({"spec": str(exc)}) from exc
+        if not checking_spec.has_listeners(Flow):  # never let a spec through unchecked
+            raise ImproperlyConfigured("Nothing checks a Flow's spec: add \"falai_django\" to INSTALLED_APPS "
+                                       "(its ready() connects falai_django.flows.saving).")
+        checking_spec.send(sender=Flow, instance=self)
 
     def save(self, *args: Any, changed_by: Any = None, note: str = "", **kwargs: Any) -> None:
         """Check the spec (a bad one raises `ValidationError` and nothing is saved), bump the
         version and keep it as a `FlowVersion` by `changed_by`, in one transaction."""
         from django.db import transaction
 
-        from falai_django.flows import running
-
         self.clean()
-        with transaction.atomic(using=kwargs.get("using")):
-            current = Flow.objects.select_for_update().filter(pk=self.pk).values_list("version", flat=True).first()
-            self.version = (current or 0) + 1
-            if changed_by is not None:
-                self.updated_by = changed_by
-            super().save(*args, **kwargs)
-            FlowVersion.objects.create(flow=self, version=self.version, name=self.name, enabled=self.enabled,
-                                       position=self.position, spec=self.spec, changed_by=changed_by, note=note)
-            transaction.on_commit(running.invalidate)
-        running.invalidate()
+        before = self.version
+        try:
+            with transaction.atomic(using=kwargs.get("using")):
+                current = Flow.objects.select_for_update().filter(pk=self.pk).values_list("version", flat=True).first()
+                self.version = (current or 0) + 1
+                if changed_by is not None:
+                    self.updated_by = changed_by
+                super().save(*args, **kwargs)
+                FlowVersion.objects.create(flow=self, version=self.version, name=self.name, enabled=self.enabled,
+                                           position=self.position, spec=self.spec, changed_by=changed_by, note=note)
+        except Exception:
+            self.version = before  # nothing was saved: the object keeps the stored version
+            raise
 
     def revert_to(self, version: int, changed_by: Any = None) -> FlowVersion:
         """Make `version`'s name and spec current again, as a new version (enabled and position

@@ -115,7 +115,7 @@ def test_a_replayed_give_back_asks_nothing_twice(run_on_commit):
     asks = History.objects.filter(conversation_id=SID, step_id="porte").count()
     assert asks == 1
     # The same give-back again (say, a retried request racing a new handoff with the same stamp):
-    from falai_django.handoff import state
+    from falai_django.host import silencing as state
 
     for run in state.resumable_runs(SID, handoff):
         host.handle(SID, {"start": {"flow": run["flowId"], "key": state.resume_key(handoff, run)}})

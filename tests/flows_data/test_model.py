@@ -110,3 +110,48 @@ def test_reverting_to_a_version_that_no_longer_validates_saves_nothing(settings)
     with pytest.raises(ValidationError):
         flow.revert_to(1)
     assert Flow.objects.get(pk="boas_vindas").version == 2
+
+
+# ------------------------------------------------ the check and the reset live in flows.saving
+
+def test_clean_refuses_to_pass_a_spec_when_nothing_checks_it():
+    """The model reaches the check only through its signal: with the receiver gone (the app's
+    `ready()` never ran), a clean is an error, never a bad spec let through."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from falai_django.flows import saving
+    from falai_django.models.flows import checking_spec
+
+    assert checking_spec.disconnect(sender=Flow, dispatch_uid="falai_django.flows.check")
+    try:
+        with pytest.raises(ImproperlyConfigured, match="INSTALLED_APPS"):
+            Flow(id="boas_vindas", spec=bad_step(kind="collect", collect=["idade"])).save()
+        assert not Flow.objects.exists()
+    finally:
+        saving.connect()
+    with pytest.raises(ValidationError):
+        Flow(id="boas_vindas", spec=bad_step(kind="collect", collect=["idade"])).full_clean()
+
+
+def test_a_refused_save_keeps_the_stored_version_on_the_object():
+    flow = Flow(id="boas_vindas", spec=spec())
+    flow.save()
+    flow.spec = bad_step(kind="collect", collect=["idade"])
+    with pytest.raises(ValidationError):
+        flow.save()
+    assert flow.version == 1 == Flow.objects.get(pk="boas_vindas").version
+    assert FlowVersion.objects.filter(flow_id="boas_vindas").count() == 1
+
+
+def test_a_save_and_a_delete_reach_the_running_agent_of_this_process_at_once(settings):
+    """Within FLOWS_RELOAD_S the running agent would keep its cached flows; the save's and the
+    delete's receivers make this process read the table again on the next call."""
+    from falai_django import conf
+
+    settings.FALAI = {**settings.FALAI, "FLOWS_RELOAD_S": 3600.0}
+    assert [f.id for f in conf.get_agent().flows] == ["triagem"]
+    flow = Flow(id="boas_vindas", spec=spec(), enabled=True)
+    flow.save()
+    assert [f.id for f in conf.get_agent().flows] == ["triagem", "boas_vindas"]
+    flow.delete()
+    assert [f.id for f in conf.get_agent().flows] == ["triagem"]

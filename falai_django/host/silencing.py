@@ -11,7 +11,11 @@ operations write it, and every caller (the admin, the desk, the API, `falai_chat
 - `give_back(session_id)` clears the handoff and resumes what it silenced (below). It is
   `host.unsilence`.
 
-Each leaves a marker in the transcript and keeps the desk's assignment in step (`records`).
+Each leaves a marker in the transcript and keeps the desk's assignment in step (`desk_rows`).
+
+They live in `host/`, not in `handoff/`, so that the host's facade can name them (`host.silence`,
+`host.unsilence`) without the host importing a domain; `falai_django.handoff` exports the same
+functions (docs/DECISIONS.md H13).
 
 Resuming on give-back, so that no lead is lost. While a conversation is silenced the engine does
 what the spec says: a run that reaches a fresh talk or say step ends there (`skipped`, code
@@ -41,8 +45,7 @@ from django.db import transaction
 from falai_django import conf
 from falai_django.engine.errors import SessionConflictError
 from falai_django.engine.jstime import to_iso, try_parse_iso
-from falai_django.handoff import records
-from falai_django.host import inbox, turns
+from falai_django.host import desk_rows, inbox, turns
 from falai_django.host.inbox import HostResult
 from falai_django.host.inputs import HANDOFF_MODES, InputError, UnknownConversationError, handoff_of
 from falai_django.models import TurnRecord
@@ -93,14 +96,14 @@ def silence(session_id: str, reason: str, *, owner: str | None = None, mode: str
     with transaction.atomic():
         saved = _update_metadata(session_id, lambda metadata: metadata.__setitem__(
             HANDOFF_KEY, _continued(metadata.get(HANDOFF_KEY), handoff)))
-        owner_user = records.user_named(owner)
+        owner_user = desk_rows.user_named(owner)
         if owner_user is not None:
-            records.set_assignee(session_id, owner_user)
+            desk_rows.set_assignee(session_id, owner_user)
         kind = "take_over" if owner else "silence"
         said = mode if owner and owner in reason else f"{reason} · {mode}"  # not "alice · human: alice · stop"
         # a take-over is marked with who owns it now (an assignment adds who assigned it)
         author = (owner_user or by) if owner else by
-        records.mark(session_id, kind, by=author, author_name=owner or "", text=said)
+        desk_rows.mark(session_id, kind, by=author, author_name=owner or "", text=said)
     return saved
 
 
@@ -156,8 +159,8 @@ def give_back(session_id: str, *, by: Any = None, note: str = "", agent: Any = N
     with transaction.atomic(using=store.db_alias()):  # the database the session is saved to
         saved = _update_metadata(session_id, clear)
         if was:  # back with the assistant: nobody on the desk owns it any more
-            records.set_assignee(session_id, None)
-            records.mark(session_id, "give_back", by=by, text=note)
+            desk_rows.set_assignee(session_id, None)
+            desk_rows.mark(session_id, "give_back", by=by, text=note)
         started = []
         for run in runs:
             start: dict[str, Any] = {"flow": run["flowId"], "key": resume_key(handoff, run)}

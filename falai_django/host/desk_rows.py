@@ -1,9 +1,12 @@
-"""The desk's records beside the session: handoff markers, notes and assignments (a leaf).
+"""The desk's rows beside the session: handoff markers, notes and assignments (a leaf).
 
-`state.silence` / `state.give_back` write a marker here for every take-over, silence and
+`silencing.silence` / `silencing.give_back` write a marker here for every take-over, silence and
 give-back, whoever calls them (the admin, the desk, the API, `manage.py falai_chat`), so the
 transcript shows them all. An owner given as a username is mapped to the Django user of that
 name when one exists (the desk's owner is a user; the blob keeps the name it was given).
+
+They sit in `host/` beside the handoff's write path, which needs them; the desk (`handoff.desk`)
+writes its notes and assignments through them too.
 """
 
 from __future__ import annotations
