@@ -33,18 +33,23 @@ def browser_page(new_page):
     return new_page(width=1360, height=900)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_chat_a_triage_and_fast_forward_in_a_browser(browser_page, live_server, demo_settings, django_user_model):
-    support._current["agent"] = build_ana(provider=OfflineProvider(language="pt", chunk_delay_s=0.01),
-                                          clock=fake_clock(support.START))
+def signed_in(page, live_server, django_user_model):
+    """The playground, after the admin's login it sends a visitor to (it is staff only)."""
     django_user_model.objects.create_superuser("admin", "admin@example.com", "demo-pass")
-    page = browser_page
     page.goto(f"{live_server.url}/falai/playground/")
-    assert "/admin/login/" in page.url  # staff only
+    assert "/admin/login/" in page.url
     page.fill("#id_username", "admin")
     page.fill("#id_password", "demo-pass")
     page.click("input[type=submit]")
     page.wait_for_url("**/falai/playground/")
+    return page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_chat_a_triage_and_fast_forward_in_a_browser(browser_page, live_server, demo_settings, django_user_model):
+    support._current["agent"] = build_ana(provider=OfflineProvider(language="pt", chunk_delay_s=0.01),
+                                          clock=fake_clock(support.START))
+    page = signed_in(browser_page, live_server, django_user_model)
     assert "offline" in page.text_content("#provider")
     page.evaluate(WATCH_STREAM)
 
@@ -75,3 +80,21 @@ def test_chat_a_triage_and_fast_forward_in_a_browser(browser_page, live_server, 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "playground.png"), full_page=True)
     assert (ARTIFACTS / "playground.png").stat().st_size > 10_000
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_playground_says_when_it_cannot_look_again(browser_page, live_server, demo_settings, django_user_model):
+    """The page looks at the conversation every 3 s (a human may reply from the admin); while
+    those looks fail it shows a "Reconnecting…" banner with the reason, gone at the next good one."""
+    import re
+
+    page = signed_in(browser_page, live_server, django_user_model)
+    page.wait_for_timeout(3_500)  # one good look has come and gone
+    assert page.locator("#reconnecting").is_hidden()
+
+    looks = re.compile(r".*/falai/playground/state/.*")
+    page.route(looks, lambda route: route.fulfill(status=502, body="bad gateway"))
+    page.wait_for_selector("#reconnecting", state="visible", timeout=8_000)
+    assert "HTTP 502" in page.text_content("#reconnecting")
+    page.unroute(looks)
+    page.wait_for_selector("#reconnecting", state="hidden", timeout=8_000)

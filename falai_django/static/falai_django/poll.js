@@ -1,7 +1,8 @@
-/* The desk's refresh loop, shared by the queue page and the conversation page.
+/* The refresh loop of the pages that watch a conversation: the desk's queue and conversation
+ * pages and the playground.
  *
- * falaiPoll({url, everyMs, apply, note}) fetches url() every everyMs milliseconds and hands the
- * JSON of a good answer to apply(body). A poll that fails (no answer, an error status, or an
+ * falaiPoll({url, everyMs, apply, note, when}) fetches url() every everyMs milliseconds (skipping
+ * a round when when() says false) and hands the JSON of a good answer to apply(body). A poll that fails (no answer, an error status, or an
  * answer that is not the JSON the page asked for, such as the login page once the session has
  * expired) shows the element with id `note` with the reason in its `.falai-poll-why`; the next
  * good answer hides it again. A page that stopped refreshing says so: it never goes stale quietly.
@@ -23,6 +24,10 @@
   window.falaiPoll = function (options) {
     var note = document.getElementById(options.note);
     function poll() {
+      if (options.when && !options.when()) {
+        setTimeout(poll, options.everyMs);
+        return;
+      }
       fetch(options.url(), {credentials: "same-origin", headers: {"Accept": "application/json"}})
         .then(function (response) {
           if (!response.ok) { throw new Error("HTTP " + response.status); }
