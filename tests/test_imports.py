@@ -5,15 +5,18 @@
   of the package;
 - the pure layers (engine, llm, providers, stores, testing) never import Django;
 - the domains (`handoff/`, `flows/`, `admin/`, `playground/`) build on `host/` and `models/`;
-  `host/` imports no domain and no entry point, not even inside a function;
+  `host/`, `models/`, `stores/`, `engine/` and `llm/` import no domain in any way;
 - no import circle anywhere in the package, counting imports inside functions too;
 - no service module imports an entry point (`tasks`, `api`, `admin`, `playground`, `urls`,
   management commands).
 
-Every import statement counts for the layer rules (inside functions and `TYPE_CHECKING` too),
-except that the `host` facade may name the handoff's two operations for type checkers (a
-`TYPE_CHECKING` import never runs). The circle checks walk the imports that can run: module
-level and class bodies for one graph, those plus imports inside functions for the other.
+Every import statement counts for the layer rules (inside functions and `TYPE_CHECKING` too), and
+so does a string that names a package module by its dotted path (`"falai_django.stores.django.
+DjangoStore"`, `"pkg.mod:attr"`): a setting's default or a lazy export's table is loaded by
+`import_string` or `importlib` when the code runs, which ties the two files as an import inside
+a function does. Docstrings, loggers' names and queued tasks' names (loaded by the worker) are
+not imports. The circle checks walk the imports that can run: module level and class bodies for
+one graph, those plus imports inside functions and dotted paths for the other.
 """
 
 from __future__ import annotations
