@@ -10,7 +10,7 @@ tables, one migration history):
 Models import the engine (the blob is an engine session) and nothing above them: no domain, not
 `conf`, not even inside a function. A `Flow`'s spec check and the running agent's reset belong to
 the flows domain (`flows.saving`), which answers the model's signals (`Flow.clean` sends
-`flows.checking_spec`).
+`models.flows.checking_spec`).
 """
 
 from falai_django.models.flows import Flow, FlowVersion

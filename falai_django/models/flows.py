@@ -25,8 +25,8 @@ checking_spec = Signal()
 class Flow(models.Model):
     """A flow stored as data: a FlowSpec (`spec`) the running agent adds to the code agent's
     flows when `enabled` (replacing a code flow with the same id). Every save is checked against
-    the agent's registries (`flows.saving`, on `pre_save`), bumps `version` and keeps a
-    `FlowVersion`."""
+    the agent's registries (`clean` sends `checking_spec`, answered by `flows.saving`), bumps
+    `version` and keeps a `FlowVersion`."""
 
     id = models.SlugField(_("id"), max_length=255, primary_key=True,
                           help_text=_("The flow's id: sessions find their flow by it. The spec's id must match."))

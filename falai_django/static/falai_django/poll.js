@@ -2,10 +2,10 @@
  * pages and the playground.
  *
  * falaiPoll({url, everyMs, apply, note, when}) fetches url() every everyMs milliseconds (skipping
- * a round when when() says false) and hands the JSON of a good answer to apply(body). A poll that fails (no answer, an error status, or an
- * answer that is not the JSON the page asked for, such as the login page once the session has
- * expired) shows the element with id `note` with the reason in its `.falai-poll-why`; the next
- * good answer hides it again. A page that stopped refreshing says so: it never goes stale quietly.
+ * a round when when() says false) and hands the JSON of a good answer to apply(body). A poll
+ * that fails (no answer, an error status, or an answer that is not the JSON the page asked for,
+ * such as the login page once the session has expired) shows the element with id `note` with
+ * the reason in its `.falai-poll-why`; the next good answer hides it again. A page that stopped refreshing says so: it never goes stale quietly.
  */
 (function () {
   "use strict";
