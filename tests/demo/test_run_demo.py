@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import alive
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -75,14 +77,6 @@ def descendants(root_pid: int) -> set[int]:
         frontier = {pid for pid, ppid in parents.items() if ppid in frontier} - found
         found |= frontier
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def log_in(base: str, password: str) -> urllib.request.OpenerDirector:

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from .conftest import alive
+
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = r'''
@@ -41,14 +43,6 @@ def load_run_demo():
     run_demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_demo)
     return run_demo
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def pids(log: Path) -> list[int]:

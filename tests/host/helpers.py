@@ -41,3 +41,13 @@ def url(session_id: str, what: str = "") -> str:
 
 def texts(sent: list[Any], session_id: str | None = None) -> list[str]:
     return [m.text for m in sent if session_id is None or m.session_id == session_id]
+
+
+def wait_for(predicate, seconds: float = 10.0) -> bool:
+    """Whether `predicate()` came true within `seconds` (checked every 20 ms)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False

@@ -6,7 +6,6 @@ private cluster: tests/faults/test_dispatcher_outage.py.)"""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from django.db import connection
@@ -15,7 +14,7 @@ from falai_django import host
 from falai_django.models import History
 
 from . import senders
-from .helpers import texts
+from .helpers import texts, wait_for
 from .test_outages import Lines
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
@@ -26,15 +25,6 @@ ASK = "Oi! Com quem eu falo?"
 @pytest.fixture
 def notify_mode(settings):
     settings.FALAI = {**settings.FALAI, "SEND_HANDOFF": "notify", "SEND_SWEEP_AFTER_S": 30}
-
-
-def _wait_for(predicate, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def _cut_everyone_else() -> int:
@@ -53,22 +43,22 @@ def test_the_dispatcher_reconnects_listens_again_and_sends_after_its_connections
     with Lines("falai_django.wakes") as log:
         thread.start()
         try:
-            assert _wait_for(lambda: dispatcher.sender is not None and dispatcher.sender.connected)
+            assert wait_for(lambda: dispatcher.sender is not None and dispatcher.sender.connected)
             host.handle_message("s1", "oi", id="wamid.1")
-            assert _wait_for(lambda: texts(senders.sent) == [ASK])  # the send threads hold connections now
+            assert wait_for(lambda: texts(senders.sent) == [ASK])  # the send threads hold connections now
             listen_before = dispatcher.sender.listen_conn
 
             assert _cut_everyone_else() >= 2  # the LISTEN connection and the loop's, at least
-            assert _wait_for(lambda: any("lost the database" in line for line in log.lines)), log.lines
+            assert wait_for(lambda: any("lost the database" in line for line in log.lines)), log.lines
             # Written while the dispatcher may still be reconnecting: its NOTIFY can be lost, and
             # the sweep after the reconnection (no grace period, unlike SEND_SWEEP_AFTER_S=30) sends it.
             host.handle_message("s2", "oi", id="wamid.2")
-            assert _wait_for(lambda: sorted(m.session_id for m in senders.sent) == ["s1", "s2"]), log.lines
-            assert _wait_for(lambda: any("is back after" in line for line in log.lines)), log.lines
+            assert wait_for(lambda: sorted(m.session_id for m in senders.sent) == ["s1", "s2"]), log.lines
+            assert wait_for(lambda: any("is back after" in line for line in log.lines)), log.lines
             assert dispatcher.sender.connected and dispatcher.sender.listen_conn is not listen_before
 
             host.handle_message("s3", "oi", id="wamid.3")  # heard through the new LISTEN
-            assert _wait_for(lambda: sorted(m.session_id for m in senders.sent) == ["s1", "s2", "s3"])
+            assert wait_for(lambda: sorted(m.session_id for m in senders.sent) == ["s1", "s2", "s3"])
             assert thread.is_alive()
         finally:
             dispatcher.stop()

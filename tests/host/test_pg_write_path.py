@@ -15,7 +15,7 @@ from falai_django import host
 from falai_django.models import History, Session, TurnRecord, Wake
 
 from . import agents, senders
-from .helpers import texts
+from .helpers import texts, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -119,22 +119,13 @@ def _run_dispatcher():
     return dispatcher, thread
 
 
-def _wait_for(predicate, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_the_dispatcher_sends_what_a_notify_announces_once(notify_mode):
     dispatcher, thread = _run_dispatcher()
     try:
-        assert _wait_for(lambda: dispatcher.sender is not None and dispatcher.sender.listen_conn is not None)
+        assert wait_for(lambda: dispatcher.sender is not None and dispatcher.sender.listen_conn is not None)
         host.handle_message("s1", "oi", id="wamid.1")
-        assert _wait_for(lambda: texts(senders.sent) == [ASK])
-        assert _wait_for(lambda: History.objects.get(role="assistant").send_status == "sent")
+        assert wait_for(lambda: texts(senders.sent) == [ASK])
+        assert wait_for(lambda: History.objects.get(role="assistant").send_status == "sent")
     finally:
         dispatcher.stop()
         thread.join(10)
@@ -149,7 +140,7 @@ def test_sends_nobody_was_told_about_are_sent_when_the_dispatcher_starts(notify_
     time.sleep(0.3)  # older than SEND_SWEEP_AFTER_S
     dispatcher, thread = _run_dispatcher()
     try:
-        assert _wait_for(lambda: sorted(m.session_id for m in senders.sent) == ["s1", "s2"])
+        assert wait_for(lambda: sorted(m.session_id for m in senders.sent) == ["s1", "s2"])
     finally:
         dispatcher.stop()
         thread.join(10)
