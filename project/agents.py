@@ -76,7 +76,9 @@ AGENDA = f.flow({
     "description": "A demonstração foi marcada no sistema de vendas.",
     "on": [{"event": "demo_agendada"}],
     "steps": [
-        {"id": "avisa", "say": "Prontinho! Sua demonstração ficou marcada para {{input.quando}}. Te lembro na véspera."},
+        # The promise is what the wait below does: one day after this message, not "the day before".
+        {"id": "avisa", "say": "Prontinho! Sua demonstração ficou marcada para {{input.quando}}. "
+                               "Amanhã, neste mesmo horário, te mando um lembrete."},
         {"id": "vespera", "wait": "1d"},
         {"id": "lembra", "say": "Lembrete: a sua demonstração é {{input.quando}}. Até lá!"},
     ],

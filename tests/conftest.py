@@ -127,7 +127,7 @@ def _database_flows_off_outside_their_tests(request, monkeypatch):
     suites pin (two statements per turn on PostgreSQL) never catch it by chance."""
     from falai_django import conf
 
-    if "flows_data" in request.node.path.parts:
+    if "flows_data" in request.node.path.parts or request.node.get_closest_marker("library_defaults"):
         yield
         return
 

@@ -2,7 +2,8 @@
 
     GET  flows/<id>                 the stored flow (404 when there is none)
     PUT  flows/<id>                 {spec, name?, enabled?, position?}: checked like the admin's
-                                    form; a bad spec is a 400 naming the flow and step, nothing saved
+                                    form; a bad spec is a 400 naming the flow and step, nothing saved;
+                                    without `name`, the spec's own name is the flow's
     GET  flows/<id>/funnel?since=YYYY-MM-DD&until=YYYY-MM-DD   the funnel (default: the last 30 days)
 
 Reading needs `falai_django.view_flow`, saving `change_flow` (and `add_flow` for a new id); the
@@ -47,7 +48,7 @@ def _flow_json(flow: Flow) -> dict[str, Any]:
 
 _FLOW_BODY = inline_serializer("FlowInput", {
     "spec": serializers.JSONField(help_text="The FlowSpec; its `id` is the flow's id."),
-    "name": serializers.CharField(required=False),
+    "name": serializers.CharField(required=False, help_text="Default: the spec's own `name`."),
     "enabled": serializers.BooleanField(required=False),
     "position": serializers.IntegerField(required=False),
     "note": serializers.CharField(required=False, help_text="Kept with the saved version."),
@@ -86,6 +87,8 @@ class FlowView(FalaiView):
                 if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                     raise ValidationError({name: [_("Must be a %(t)s.") % {"t": kind.__name__}]})
                 setattr(flow, name, value)
+        if "name" not in body and isinstance(flow.spec, dict) and isinstance(flow.spec.get("name"), str):
+            flow.name = flow.spec["name"][:255]  # a PUT without a name takes the spec's own
         try:
             flow.full_clean()
             flow.save(changed_by=request.user, note=str(body.get("note") or "")[:255])

@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from falai_django import conf
+from falai_django.host.conversations import STATUSES
 from falai_django.host.inputs import (
     HANDOFF_MODES,
     UNSET,
@@ -281,8 +282,10 @@ class TurnResponseSerializer(serializers.Serializer):
 class SessionListQuerySerializer(serializers.Serializer):
     """`GET sessions` filters: the admin list's (status, flow, owner, silenced, search)."""
 
-    status = serializers.ChoiceField(choices=["asking", "waiting", "idle", "silenced"], required=False,
-                                     help_text=_("asking, waiting, idle or silenced (as in the admin)."))
+    status = serializers.ChoiceField(
+        choices=list(STATUSES), required=False, help_text=_("asking, waiting, idle or silenced (as in the admin)."),
+        # DRF's own message ('"x" is not a valid choice.') does not say what is valid.
+        error_messages={"invalid_choice": "Unknown status {input!r}. Known statuses: " + ", ".join(sorted(STATUSES)) + "."})
     flow = serializers.CharField(max_length=255, required=False, help_text=_("The asking run's flow."))
     owner = serializers.CharField(max_length=255, required=False, help_text=_("The human who took it over."))
     silenced = serializers.BooleanField(required=False, allow_null=True, default=None,

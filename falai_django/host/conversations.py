@@ -34,6 +34,7 @@ from falai_django.models import Session as SessionRow
 from falai_django.models.sql import read_blob
 
 SILENCED, ASKING, WAITING, IDLE = "silenced", "asking", "waiting", "idle"
+STATUSES = (ASKING, WAITING, IDLE, SILENCED)  # every answer of conversation_status, in the admin's order
 STATUS_LABELS = {
     ASKING: _("asking"),
     WAITING: _("waiting"),

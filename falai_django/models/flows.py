@@ -59,6 +59,8 @@ class Flow(models.Model):
         from django.core.exceptions import ImproperlyConfigured
 
         super().clean()
+        if not self.name and isinstance(self.spec, dict) and isinstance(self.spec.get("name"), str):
+            self.name = self.spec["name"][:255]  # a flow saved without a name is called what its spec says
         if not checking_spec.has_listeners(Flow):  # never let a spec through unchecked
             raise ImproperlyConfigured("Nothing checks a Flow's spec: add \"falai_django\" to INSTALLED_APPS "
                                        "(its ready() connects falai_django.flows.saving).")

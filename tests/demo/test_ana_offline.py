@@ -110,7 +110,8 @@ def test_the_event_confirms_then_a_timer_reminds(agent):
     r = agent.turn(session_id="5511999990000", event="demo_agendada", payload={"quando": "terça às 10h"},
                    key="crm:1", session=session, history=history)
     assert [m.text for m in r.messages] == [
-        "Prontinho! Sua demonstração ficou marcada para terça às 10h. Te lembro na véspera."]
+        "Prontinho! Sua demonstração ficou marcada para terça às 10h. "
+        "Amanhã, neste mesmo horário, te mando um lembrete."]
     [timer] = [e for e in r.schedule if not e.key.startswith("silence:")]
     assert (timer.at - agent.now()).total_seconds() == 86400
     r2 = agent.turn(session_id="5511999990000", wake=timer.key, session=r.session, history=history)

@@ -41,7 +41,8 @@ def test_a_whole_triage_then_state_wake_event_and_handoff(demo_settings, monkeyp
     assert 'data: {"nome": "João", "empresa": "Acme", "tamanho": "11-50", "confirmado": true}' in out
     assert "wake silence:lembrete:cli-test:" in out
     assert "Ana> Oi de novo! Um vendedor já está com o seu contato. Ficou alguma dúvida?" in out
-    assert "Ana> Prontinho! Sua demonstração ficou marcada para terça às 10h. Te lembro na véspera." in out
+    assert ("Ana> Prontinho! Sua demonstração ficou marcada para terça às 10h. "
+            "Amanhã, neste mesmo horário, te mando um lembrete.") in out
     assert "(wake scheduled: agenda#crm" not in out  # the event key is the chat's own
     assert "(silenced: humano" in out
     after_silence = out.split("you> alguém aí?")[1].split("you> /unsilence")[0]

@@ -92,7 +92,7 @@ def test_events_and_a_new_conversation(admin_client, demo_settings):
                                  {"event": "demo_agendada", "payload": '{"quando": "amanhã"}'})
     body = response.json()
     assert [m["text"] for m in body["messages"]] == [
-        "Prontinho! Sua demonstração ficou marcada para amanhã. Te lembro na véspera."]
+        "Prontinho! Sua demonstração ficou marcada para amanhã. Amanhã, neste mesmo horário, te mando um lembrete."]
     assert [r["step"] for r in body["state"]["runs"]] == ["vespera"]
     assert any(w["key"].startswith("agenda#") for w in body["state"]["wakes"])
     assert admin_client.post(reverse("falai:playground-event"), {"event": "x", "payload": "{"}).status_code == 400

@@ -141,7 +141,8 @@ def test_every_mode_resumes_a_flow_an_event_started_while_silenced(mode, run_on_
     for key in Wake.objects.filter(conversation_id=SID, key__startswith="agenda").values_list("key", flat=True):
         run_on_commit(host.handle_wake, SID, key)
     assert all(run["flowId"] != "agenda" for run in Conversation.objects.get(pk=SID).blob["runs"])
-    confirmation = "Prontinho! Sua demonstração ficou marcada para terça às 10h. Te lembro na véspera."
+    confirmation = ("Prontinho! Sua demonstração ficou marcada para terça às 10h. "
+                    "Amanhã, neste mesmo horário, te mando um lembrete.")
     assert confirmation not in sent_texts(SID)
 
     run_on_commit(host.unsilence, SID)

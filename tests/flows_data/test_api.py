@@ -33,6 +33,21 @@ def test_put_saves_a_version_and_get_reads_it(api):
     assert api.get("/falai/flows/missing").status_code == 404
 
 
+def test_put_without_a_name_stores_and_answers_the_spec_s_own_name(api):
+    response = api.put("/falai/flows/boas_vindas", {"spec": spec()}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["name"] == "Boas-vindas"
+    assert api.get("/falai/flows/boas_vindas").json()["name"] == "Boas-vindas"
+    flow = Flow.objects.get(pk="boas_vindas")
+    assert flow.name == "Boas-vindas" and flow.versions.get(version=1).name == "Boas-vindas"
+
+    # A later PUT without a name follows the spec it saves; a given name still wins.
+    renamed = api.put("/falai/flows/boas_vindas", {"spec": spec(name="Recepção")}, format="json").json()
+    assert renamed["name"] == "Recepção" and renamed["version"] == 2
+    chosen = api.put("/falai/flows/boas_vindas", {"spec": spec(), "name": "Minha"}, format="json").json()
+    assert chosen["name"] == "Minha" and Flow.objects.get(pk="boas_vindas").name == "Minha"
+
+
 def test_a_bad_spec_is_a_400_naming_flow_and_step_and_saves_nothing(api):
     bad = spec()
     bad["steps"][0] = {"id": "empresa", "kind": "do", "do": "dispara"}

@@ -48,6 +48,15 @@ def test_a_bad_spec_saved_from_code_raises_and_saves_nothing():
     assert not Flow.objects.exists() and not FlowVersion.objects.exists()
 
 
+def test_a_flow_saved_without_a_name_is_called_what_its_spec_says():
+    flow = Flow(id="boas_vindas", spec=spec())
+    flow.save()
+    assert Flow.objects.get(pk="boas_vindas").name == "Boas-vindas" and str(flow) == "Boas-vindas"
+    named = Flow(id="outro", name="Meu nome", spec=spec("outro"))
+    named.save()
+    assert Flow.objects.get(pk="outro").name == "Meu nome"
+
+
 def test_the_spec_id_must_be_the_rows_id():
     with pytest.raises(ValidationError) as caught:
         Flow(id="outro", spec=spec("boas_vindas")).full_clean()
