@@ -114,7 +114,9 @@ class Proc:
             code = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise
+            self._reader.join(timeout=5)
+            # Say where it was stuck: the bare TimeoutExpired names only the command line.
+            raise AssertionError(f"{self.name} still running after {timeout}s; its last lines:\n{self.tail()}") from None
         self._reader.join(timeout=5)
         return code
 
