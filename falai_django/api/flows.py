@@ -87,8 +87,8 @@ class FlowView(FalaiView):
                 if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                     raise ValidationError({name: [_("Must be a %(t)s.") % {"t": kind.__name__}]})
                 setattr(flow, name, value)
-        if "name" not in body and isinstance(flow.spec, dict) and isinstance(flow.spec.get("name"), str):
-            flow.name = flow.spec["name"][:255]  # a PUT without a name takes the spec's own
+        if "name" not in body and (spec_name := flow.spec_name()) is not None:
+            flow.name = spec_name  # a PUT without a name takes the spec's own
         try:
             flow.full_clean()
             flow.save(changed_by=request.user, note=str(body.get("note") or "")[:255])

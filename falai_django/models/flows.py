@@ -52,6 +52,11 @@ class Flow(models.Model):
     def __str__(self) -> str:
         return self.name or self.id
 
+    def spec_name(self) -> str | None:
+        """The spec's own `name` (cut to the column's length), or None when it has none."""
+        name = self.spec.get("name") if isinstance(self.spec, dict) else None
+        return name[:255] if isinstance(name, str) else None
+
     def clean(self) -> None:
         """Check the spec: its nesting, then against the agent's registries and the other flows
         (`checking_spec`'s receiver). Raises `ValidationError` on the spec field, naming the flow
@@ -59,8 +64,8 @@ class Flow(models.Model):
         from django.core.exceptions import ImproperlyConfigured
 
         super().clean()
-        if not self.name and isinstance(self.spec, dict) and isinstance(self.spec.get("name"), str):
-            self.name = self.spec["name"][:255]  # a flow saved without a name is called what its spec says
+        if not self.name:  # a flow saved without a name is called what its spec says
+            self.name = self.spec_name() or ""
         if not checking_spec.has_listeners(Flow):  # never let a spec through unchecked
             raise ImproperlyConfigured("Nothing checks a Flow's spec: add \"falai_django\" to INSTALLED_APPS "
                                        "(its ready() connects falai_django.flows.saving).")
