@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -29,15 +28,11 @@ from pathlib import Path
 
 import pytest
 
+from falai_django.testing.postgres import free_port
+
 from .conftest import alive
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def copy_tree(dest: Path) -> None:

@@ -8,7 +8,6 @@ import hashlib
 import hmac
 import json
 import logging
-import socket
 
 import pytest
 from django.db import connection
@@ -16,6 +15,7 @@ from django.test import Client
 
 from falai_django.host import outages
 from falai_django.models import Session, TurnRecord
+from falai_django.testing.postgres import free_port
 
 from .helpers import signed_post, url
 
@@ -44,12 +44,6 @@ class Lines(logging.Handler):
         self.logger.setLevel(self.previous)
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]  # nothing listens there once the socket closes
-
-
 @contextlib.contextmanager
 def database_away(tmp_path):
     """The default database points at nothing for the duration: a closed port on PostgreSQL, a
@@ -57,7 +51,7 @@ def database_away(tmp_path):
     saved = dict(connection.settings_dict)
     connection.close()
     if connection.vendor == "postgresql":
-        connection.settings_dict.update(HOST="127.0.0.1", PORT=str(_closed_port()))
+        connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))  # nothing listens there
     else:
         connection.settings_dict["NAME"] = str(tmp_path / "missing" / "db.sqlite3")
     try:
@@ -142,7 +136,7 @@ def test_real_driver_failures_are_told_apart_from_bugs(tmp_path):
         assert outages.dependency_down(chained) == "database"  # what it was raised from counts
     assert outages.dependency_down(ValueError("bad data")) is None
     redis = pytest.importorskip("redis")
-    client = redis.Redis(host="127.0.0.1", port=_closed_port(), socket_connect_timeout=1)
+    client = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=1)  # nothing listens
     with pytest.raises(redis.exceptions.ConnectionError) as broker:
         client.ping()
     assert outages.dependency_down(broker.value) == "broker"

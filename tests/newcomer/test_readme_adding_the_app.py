@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from falai_django.testing.postgres import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = re.compile(r"^## Adding the app to an existing project\n(.*?)(?=^## )", re.S | re.M)
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
@@ -130,12 +132,6 @@ def startproject(tmp_path: Path) -> Path:
     subprocess.run([sys.executable, "-m", "django", "startproject", PACKAGE, str(tmp_path)], check=True,
                    env=environment(tmp_path))
     return tmp_path
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_every_block_of_the_section_says_where_it_goes():

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 
 import pytest
 
@@ -16,6 +15,7 @@ from falai_django.engine.errors import ProviderError
 from falai_django.llm.jsonparse import envelope_of
 from falai_django.llm.streaming import StreamingMessageDecoder
 from falai_django.llm.types import GenerateInput, GenerateParameters, ToolSpec, read_usage
+from falai_django.testing.postgres import free_port
 
 from . import fake_vendors as fv
 from .vendor_kit import FLAVOR_IDS, SECRET, envelope, flavors, speak_input
@@ -221,9 +221,7 @@ def test_dropped_connection_is_network(flavor, server, make):
 
 
 def test_connection_refused_is_network(flavor):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens there
     provider = flavor.factory(api_key=SECRET, model=flavor.model, base_url=f"http://127.0.0.1:{port}", retries=0,
                               **flavor.options)
     try:

@@ -9,13 +9,13 @@ to a fake Gemini that answers errors or is unreachable, and the admin is used.
 from __future__ import annotations
 
 import logging
-import socket
 
 import pytest
 from django.test import Client
 from providers.fake_gemini import FakeGemini, Reply, error_body
 
 from falai_django import GeminiProvider
+from falai_django.testing.postgres import free_port
 
 from . import kit
 
@@ -35,12 +35,6 @@ def _log_text(caplog) -> str:
         lines.append(formatter.format(record))  # includes the formatted traceback, if any
         lines.append(repr(record.args))
     return "\n".join(lines)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _gemini_agent(base_url: str):
@@ -84,7 +78,7 @@ def test_provider_failures_never_log_or_return_the_api_key(caplog, failure):
     caplog.set_level(logging.DEBUG)
     if failure == "unreachable":
         fake = None
-        _gemini_agent(f"http://127.0.0.1:{_free_port()}")
+        _gemini_agent(f"http://127.0.0.1:{free_port()}")
     else:
         status, code, message = {
             "auth-400": (400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key."),
@@ -164,7 +158,7 @@ def _boom(session_id, session, turn_input):
 def test_error_pages_never_show_a_secret(settings, debug):
     from falai_django import conf
 
-    fake_gemini_url = f"http://127.0.0.1:{_free_port()}"
+    fake_gemini_url = f"http://127.0.0.1:{free_port()}"
     _gemini_agent(fake_gemini_url)  # the agent in play holds the canary key
     settings.FALAI = kit.falai_settings(CONTEXT="security.test_secrets._boom")
     settings.GEMINI_API_KEY = kit.API_KEY

@@ -89,13 +89,10 @@ def test_a_server_error_is_retried(graph):
 
 
 def test_an_unreachable_graph_api_is_retried(graph, settings):
-    import socket
-
     from falai_django import conf
+    from falai_django.testing.postgres import free_port
 
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        closed = probe.getsockname()[1]
+    closed = free_port()  # a port nobody listens on
     settings.FALAI = {**settings.FALAI, "WHATSAPP": {**settings.FALAI["WHATSAPP"],
                                                      "GRAPH_URL": f"http://127.0.0.1:{closed}/v21.0"}}
     conf.clear_cache()
