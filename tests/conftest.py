@@ -120,6 +120,17 @@ def demo_settings(settings, monkeypatch):
     conf.clear_cache()
 
 
+@pytest.fixture
+def keep_signal_handlers():
+    """Put SIGINT's and SIGTERM's handlers back after a test that runs `run_demo.main()` (it installs its own)."""
+    import signal
+
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+
+
 @pytest.fixture(autouse=True)
 def _database_flows_off_outside_their_tests(request, monkeypatch):
     """The running agent checks the flows table at most once every FLOWS_RELOAD_S per process

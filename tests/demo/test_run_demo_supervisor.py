@@ -112,10 +112,9 @@ def test_a_child_killed_by_a_signal_is_named_so():
     assert run_demo.describe(0) == "exited (0)" and run_demo.describe(-200) == "killed by signal 200"
 
 
-def test_make_run_supervises_its_three_children_until_ctrl_c(monkeypatch, capsys):
+def test_make_run_supervises_its_three_children_until_ctrl_c(monkeypatch, capsys, keep_signal_handlers):
     """`main` hands the web server, the worker and the dispatcher to the supervisor, and a Ctrl-C
     during supervision stops all (what `stop` is given is what runs at that moment)."""
-    import signal
 
     run_demo = load_run_demo()
     seen: dict[str, object] = {}
@@ -132,11 +131,6 @@ def test_make_run_supervises_its_three_children_until_ctrl_c(monkeypatch, capsys
     monkeypatch.setattr(run_demo.Supervisor, "run", run)
     monkeypatch.setattr(run_demo, "stop", lambda procs: seen.setdefault("stopped", list(procs)))
     monkeypatch.chdir(ROOT)
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        assert run_demo.main() == 0
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+    assert run_demo.main() == 0
     assert seen == {"commands": ["runserver", "qcluster", "falai_dispatch_wakes"], "stopped": ["running"]}
     assert "run_demo: all stopped." in capsys.readouterr().out

@@ -89,10 +89,9 @@ def test_the_docs_apps_check(settings):
     assert warning.id == "falai_django.W010" and "'drf_spectacular_sidecar'" in warning.msg
 
 
-def test_make_run_runs_the_checks_once(monkeypatch):
+def test_make_run_runs_the_checks_once(monkeypatch, keep_signal_handlers):
     """W001 used to print four times: migrate, runserver, qcluster and the dispatcher each ran the checks."""
     import importlib.util
-    import signal
 
     spec = importlib.util.spec_from_file_location("run_demo_under_test", ROOT / "scripts" / "run_demo.py")
     run_demo = importlib.util.module_from_spec(spec)
@@ -108,12 +107,7 @@ def test_make_run_runs_the_checks_once(monkeypatch):
     monkeypatch.setattr(run_demo, "ensure_admin", lambda: None)
     monkeypatch.setattr(run_demo, "start", started)
     monkeypatch.chdir(ROOT)
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        assert run_demo.main() == 0
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+    assert run_demo.main() == 0
     names = [command[0] for command in ran]
     assert names == ["check", "migrate", "runserver", "qcluster", "falai_dispatch_wakes"]
     assert all("--skip-checks" in command for command in ran[1:])  # the one `check` printed them
@@ -178,9 +172,8 @@ def test_make_run_installs_only_the_runtime_and_make_test_adds_the_dev_extras(ma
     assert "pip install -q -e .\n" in test and "pip install -q -e '.[dev]'" in test
 
 
-def test_make_run_stops_with_a_sentence_when_the_checks_fail(monkeypatch, capsys):
+def test_make_run_stops_with_a_sentence_when_the_checks_fail(monkeypatch, capsys, keep_signal_handlers):
     import importlib.util
-    import signal
 
     spec = importlib.util.spec_from_file_location("run_demo_failing", ROOT / "scripts" / "run_demo.py")
     run_demo = importlib.util.module_from_spec(spec)
@@ -194,10 +187,6 @@ def test_make_run_stops_with_a_sentence_when_the_checks_fail(monkeypatch, capsys
 
     monkeypatch.setattr(run_demo, "manage", manage)
     monkeypatch.chdir(ROOT)
-    handler = signal.getsignal(signal.SIGINT)
-    try:
-        assert run_demo.main() == 1
-    finally:
-        signal.signal(signal.SIGINT, handler)
+    assert run_demo.main() == 1
     assert [c[0] for c in ran] == ["check"]  # nothing migrated, nothing started
     assert "`manage.py check` found errors (above)" in capsys.readouterr().err
