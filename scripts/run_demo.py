@@ -13,7 +13,9 @@ django-q2 cluster's workers). A child that exits is restarted, as a deployment's
 (systemd's `Restart=always`) would: one line on stderr names it and its exit code, what it left
 in its group is killed, and it starts again after a backoff of `RESTART_FIRST_S` doubling up to
 `RESTART_CAP_S` (back to `RESTART_FIRST_S` once it has stayed up `STEADY_S`). Ctrl-C or SIGTERM
-stops them all: SIGINT first, SIGKILL after `STOP_GRACE_S` for whatever is still alive.
+stops them all: SIGINT first, SIGKILL after `STOP_GRACE_S` for whatever is still alive. Signals
+that arrive while stopping (a process manager signals the group, `make` forwards another, a
+second Ctrl-C) are ignored: stopping always runs to its end, so no child is left behind.
 """
 
 from __future__ import annotations
@@ -180,6 +182,37 @@ class Supervisor:
             time.sleep(self.poll_s)
 
 
+class StopRequest:
+    """The handler of SIGINT and SIGTERM while supervising: the first one asks the supervision loop
+    to end (`request()` turns true), any later one is ignored. Nothing is raised from the
+    handler: an exception landing between a child's start and its bookkeeping, or inside `stop`,
+    would leave children running with nobody to stop them."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    def handle(self, signum: int, frame: object = None) -> None:
+        if self.signal is None:
+            self.signal = signum
+
+    def __call__(self) -> bool:
+        """Whether a stop was asked for (the supervision loop's `until`)."""
+        return self.signal is not None
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self.handle)
+
+
+def children() -> list[list[str]]:
+    """What `make run` keeps running: the web server, the django-q2 cluster and the dispatcher."""
+    return [
+        [PY, "manage.py", "runserver", f"{HOST}:{PORT}", "--noreload", "--skip-checks"],
+        [PY, "manage.py", "qcluster", "--skip-checks"],
+        [PY, "manage.py", "falai_dispatch_wakes", "--skip-checks"],
+    ]
+
+
 def server_answers() -> bool:
     try:
         with socket.create_connection((HOST, int(PORT)), timeout=0.5):
@@ -206,15 +239,9 @@ def main() -> int:
 
     connections.close_all()
 
-    def on_term(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    supervisor = Supervisor([
-        [PY, "manage.py", "runserver", f"{HOST}:{PORT}", "--noreload", "--skip-checks"],
-        [PY, "manage.py", "qcluster", "--skip-checks"],
-        [PY, "manage.py", "falai_dispatch_wakes", "--skip-checks"],
-    ])
+    request = StopRequest()
+    request.install()
+    supervisor = Supervisor(children())
     shown = False
     late = time.monotonic() + 60.0
 
@@ -233,11 +260,9 @@ def main() -> int:
 
     try:
         supervisor.start()
-        supervisor.run(tick=banner_once)
-    except KeyboardInterrupt:
+        supervisor.run(tick=banner_once, until=request)
         print("\nrun_demo: stopping the web server, the worker and the dispatcher...", flush=True)
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not orphan the children
+    finally:  # an error in supervision itself stops the children too
         stop(supervisor.procs)
         if password and not shown:  # never lose the one chance to see it
             print(f"  Password   : {password}   <- shown once; change it in the admin", flush=True)

@@ -8,11 +8,17 @@ Cheap fake children stand for the web server, the worker and the dispatcher (the
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
 import re
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from .conftest import alive
 
@@ -114,7 +120,7 @@ def test_a_child_killed_by_a_signal_is_named_so():
 
 def test_make_run_supervises_its_three_children_until_ctrl_c(monkeypatch, capsys, keep_signal_handlers):
     """`main` hands the web server, the worker and the dispatcher to the supervisor, and a Ctrl-C
-    during supervision stops all (what `stop` is given is what runs at that moment)."""
+    during supervision ends it and stops all (what `stop` is given is what runs at that moment)."""
 
     run_demo = load_run_demo()
     seen: dict[str, object] = {}
@@ -122,7 +128,14 @@ def test_make_run_supervises_its_three_children_until_ctrl_c(monkeypatch, capsys
     def run(self, tick=lambda: None, until=lambda: False):
         seen["commands"] = [command[2] for command in self.commands]
         self.procs = ["running"]
-        raise KeyboardInterrupt
+        assert not until()
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: the handler asks, it raises nothing
+        deadline = time.monotonic() + 5
+        while not until():
+            assert time.monotonic() < deadline, "the signal never reached the supervision loop"
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)  # a second signal while stopping is ignored
+        time.sleep(0.05)
 
     monkeypatch.setattr(run_demo, "manage", lambda *args, **kw: None)
     monkeypatch.setattr(run_demo, "setup_django", lambda: None)
@@ -134,3 +147,75 @@ def test_make_run_supervises_its_three_children_until_ctrl_c(monkeypatch, capsys
     assert run_demo.main() == 0
     assert seen == {"commands": ["runserver", "qcluster", "falai_dispatch_wakes"], "stopped": ["running"]}
     assert "run_demo: all stopped." in capsys.readouterr().out
+
+
+# run_demo.main() in a real process with slow-to-stop fake children (each with a grandchild in
+# its group); the test signals it as a process manager and `make` would.
+SLOW_CHILD = r'''
+import os, signal, subprocess, sys, time
+
+grandchild = subprocess.Popen([sys.executable, "-c",
+                               "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(120)"])
+with open(sys.argv[1], "a") as f:
+    f.write(f"{os.getpid()} {grandchild.pid}\n")
+
+def slow_exit(*_):
+    time.sleep(0.8)  # a web server finishing its requests, a cluster stopping its workers
+    sys.exit(0)
+
+signal.signal(signal.SIGINT, slow_exit)
+time.sleep(120)
+'''
+
+DRIVER = r'''
+import importlib.util, sys
+
+spec = importlib.util.spec_from_file_location("run_demo", sys.argv[1])
+run_demo = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(run_demo)
+run_demo.manage = lambda *args, **kw: None
+run_demo.setup_django = lambda: None
+run_demo.ensure_admin = lambda: None
+run_demo.server_answers = lambda: True
+run_demo.provider_in_use = lambda: "fake"
+run_demo.children = lambda: [[sys.executable, sys.argv[2], sys.argv[3]]] * 3
+sys.modules["django.db"] = type(sys)("django.db")
+sys.modules["django.db"].connections = type("C", (), {"close_all": staticmethod(lambda: None)})
+sys.exit(run_demo.main())
+'''
+
+
+@pytest.mark.parametrize("spacing", [0.0, 0.05, 0.4, 1.2])
+def test_two_sigterms_at_any_spacing_leave_no_process_behind(tmp_path, spacing):
+    (tmp_path / "child.py").write_text(SLOW_CHILD)
+    (tmp_path / "driver.py").write_text(DRIVER)
+    log = tmp_path / "pids"
+    demo = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(ROOT / "scripts" / "run_demo.py"),
+                             str(tmp_path / "child.py"), str(log)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    everyone: list[int] = []
+    try:
+        deadline = time.monotonic() + 20
+        while len(everyone) < 6:
+            assert demo.poll() is None, demo.stdout.read()
+            assert time.monotonic() < deadline, "the children never started"
+            everyone = [int(pid) for pid in log.read_text().split()] if log.exists() else []
+            time.sleep(0.05)
+        time.sleep(0.3)  # supervising now, the banner printed
+        os.killpg(demo.pid, signal.SIGTERM)  # the process manager signals the group
+        time.sleep(spacing)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(demo.pid, signal.SIGTERM)  # and make forwards another
+        output, _ = demo.communicate(timeout=30)
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+        for pid in everyone:  # never leave strays behind, even when failing
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    settle = time.monotonic() + 5  # a SIGKILLed grandchild (reparented) takes a moment to be gone
+    while any(alive(pid) for pid in everyone) and time.monotonic() < settle:
+        time.sleep(0.05)
+    assert demo.returncode == 0, output
+    assert "Traceback" not in output and "run_demo: all stopped." in output, output
+    assert not [pid for pid in everyone if alive(pid)], output

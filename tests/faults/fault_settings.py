@@ -30,6 +30,9 @@ FALAI = {
     "SEND_HANDOFF": os.environ.get("FAULT_SEND_HANDOFF", "queue"),
     "WEBHOOK_SECRET": os.environ.get("FAULT_WEBHOOK_SECRET", ""),
 }
+if os.environ.get("FAULT_WHATSAPP_SECRET"):  # the webhook takes messages; the fault channel sends
+    FALAI["WHATSAPP"] = {"PHONE_NUMBER_ID": "106540352242922", "ACCESS_TOKEN": "unused",
+                         "APP_SECRET": os.environ["FAULT_WHATSAPP_SECRET"], "VERIFY_TOKEN": "unused"}
 
 Q_CLUSTER = {
     "name": os.environ.get("FAULT_Q_NAME", "falai-faults"),

@@ -1,12 +1,13 @@
-"""The deployment shape under a database that goes away: a web server (`runserver`) taking signed
-API messages and `falai_dispatch_wakes` sending them (NOTIFY hand-off, the PostgreSQL default),
-on a private cluster restarted twice (`-m immediate`) and stopped for 2 s once while 8
-conversations send 25 messages each.
+"""The operator's drill (issue 42): a web server (`runserver`), `qcluster` and
+`falai_dispatch_wakes` on a private PostgreSQL with the default NOTIFY hand-off (the dispatcher
+sends), the cluster restarted twice (`-m immediate`) and stopped for 2 s once while 8
+conversations send 25 webhooks each: four customers through the signed API (the turn runs in
+the request), four through the WhatsApp webhook (stored, the turn runs on a django-q2 worker).
 
-While the database is away the API answers 503 with `Retry-After` (never a 500); the channel
-(this test) delivers again after it. Both processes stay up. After each return every reply
-written so far is sent within 15 s; at the end every message is recorded once and every reply
-reached the channel (per idempotency key, once).
+While the database is away the API and the webhook answer 503 with `Retry-After` (never a 500);
+the channel (this test) delivers again after it. The three processes stay up. After each return
+every reply written so far is sent within 15 s; at the end every message is recorded once and
+every reply reached the channel (per idempotency key, once).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections import Counter
 import pytest
 
 from falai_django.api.auth import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+from falai_django.channels.whatsapp.webhook import signature
 
 from .conftest import TEMPLATE, base_env, new_name, read_log, wait_until
 from .pgcluster import free_port
@@ -30,7 +32,24 @@ pytestmark = [pytest.mark.faults]
 CONVERSATIONS = 8
 MESSAGES = 25
 SECRET = "outage-secret"
+APP_SECRET = "outage-app-secret"
+PHONE_NUMBER_ID = "106540352242922"  # tests/faults/fault_settings.py's
 SETTLE_S = 15.0
+
+
+def session_id(c: int) -> str:
+    """Even customers write through the API (`o0`…), odd ones on WhatsApp (their `wa_id`)."""
+    return f"o{c}" if c % 2 == 0 else f"55119000000{c}"
+
+
+def whatsapp_body(wa_id: str, wamid: str, text: str) -> bytes:
+    message = {"from": wa_id, "id": wamid, "timestamp": str(int(time.time())), "type": "text",
+               "text": {"body": text}}
+    value = {"messaging_product": "whatsapp",
+             "metadata": {"display_phone_number": "15550783881", "phone_number_id": PHONE_NUMBER_ID},
+             "contacts": [{"profile": {"name": "Cliente"}, "wa_id": wa_id}], "messages": [message]}
+    return json.dumps({"object": "whatsapp_business_account",
+                       "entry": [{"id": "1", "changes": [{"value": value, "field": "messages"}]}]}).encode()
 
 
 class Channel:
@@ -54,11 +73,15 @@ class Channel:
     def alive(self) -> bool:
         return any(thread.is_alive() for thread in self.threads)
 
-    def post(self, sid: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
-        path = f"/falai/sessions/{sid}/messages"
-        ts = str(int(time.time()))
-        headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: ts,
-                   SIGNATURE_HEADER: sign(SECRET, ts, body, path=path)}
+    def post(self, sid: str, body: bytes, *, whatsapp: bool = False) -> tuple[int, dict[str, str], bytes]:
+        if whatsapp:
+            path = "/falai/whatsapp/webhook"
+            headers = {"Content-Type": "application/json", "X-Hub-Signature-256": signature(APP_SECRET, body)}
+        else:
+            path = f"/falai/sessions/{sid}/messages"
+            ts = str(int(time.time()))
+            headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: ts,
+                       SIGNATURE_HEADER: sign(SECRET, ts, body, path=path)}
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
             conn.request("POST", path, body=body, headers=headers)
@@ -68,13 +91,16 @@ class Channel:
             conn.close()
 
     def customer(self, c: int) -> None:
-        sid = f"o{c}"
+        sid, whatsapp = session_id(c), c % 2 == 1
         for m in range(MESSAGES):
-            body = json.dumps({"text": f"mensagem #{m}", "id": f"{sid}.{m}"}).encode()
+            if whatsapp:
+                body = whatsapp_body(sid, f"{sid}.{m}", f"mensagem #{m}")
+            else:
+                body = json.dumps({"text": f"mensagem #{m}", "id": f"{sid}.{m}"}).encode()
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 try:
-                    status, headers, content = self.post(sid, body)
+                    status, headers, content = self.post(sid, body, whatsapp=whatsapp)
                 except OSError:
                     with self.lock:
                         self.refused += 1
@@ -93,15 +119,17 @@ class Channel:
             time.sleep(self.pace)
 
 
-def _unsent_up_to(private_pg, database: str, last_id: int) -> int:
+def _sent(private_pg, database: str) -> int:
     with private_pg.connect(database) as conn:
-        return conn.execute("SELECT count(*) FROM falai_history WHERE role = 'assistant' AND id <= %s "
-                            "AND send_status <> 'sent'", [last_id]).fetchone()[0]
+        return conn.execute("SELECT count(*) FROM falai_history WHERE role = 'assistant' AND send_status = 'sent' "
+                            "AND conversation_id NOT IN ('probe', '5511900000099')").fetchone()[0]
 
 
-def _last_reply_id(private_pg, database: str) -> int:
+def _open_inputs(private_pg, database: str) -> dict[str, int]:
+    """Stored inputs whose turn has not finished yet, by status."""
     with private_pg.connect(database) as conn:
-        return conn.execute("SELECT coalesce(max(id), 0) FROM falai_history WHERE role = 'assistant'").fetchone()[0]
+        return dict(conn.execute("SELECT status, count(*) FROM falai_turn WHERE status NOT IN ('done', 'unchanged') "
+                                 "GROUP BY status").fetchall())
 
 
 def test_replies_are_sent_within_15s_of_each_return_and_the_api_says_503_meanwhile(private_pg, procs, tmp_path):
@@ -109,12 +137,14 @@ def test_replies_are_sent_within_15s_of_each_return_and_the_api_says_503_meanwhi
     dsn = private_pg.create_database(database, template=TEMPLATE)
     sent_log = tmp_path / "sent.jsonl"
     env = base_env(dsn, FAULT_FLOW="chat", FAULT_SENT_LOG=str(sent_log), FAULT_CLOCK_SPEED="1",
-                   FAULT_SEND_HANDOFF="notify", FAULT_WEBHOOK_SECRET=SECRET, FAULT_FALAI_LOG_LEVEL="WARNING")
+                   FAULT_SEND_HANDOFF="notify", FAULT_WEBHOOK_SECRET=SECRET, FAULT_WHATSAPP_SECRET=APP_SECRET,
+                   FAULT_FALAI_LOG_LEVEL="WARNING", FAULT_Q_NAME=new_name("outage-q"))
     port = free_port()
     web = procs.start([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload",
                        "--skip-checks"], env, "web")
     dispatcher = procs.start([sys.executable, "manage.py", "falai_dispatch_wakes", "--skip-checks"], env,
                              "dispatcher")
+    cluster = procs.start([sys.executable, "manage.py", "qcluster", "--skip-checks"], env, "qcluster")
     channel = Channel(port, pace=0.35)
     wait_until(lambda: _answers(port) or not web.alive(), 60, what=f"the web server\n{web.tail()}")
     assert web.alive(), web.tail()
@@ -130,44 +160,46 @@ def test_replies_are_sent_within_15s_of_each_return_and_the_api_says_503_meanwhi
         assert channel.alive(), f"the load ended before outage {n + 1}: slow it down"
         if kind == "stop":
             private_pg.stop(mode="immediate")
-            probe = channel.post("probe", json.dumps({"text": "oi", "id": "probe.1"}).encode())
-            during.append((probe[0], probe[1]))
+            for probe in (channel.post("probe", json.dumps({"text": "oi", "id": "probe.1"}).encode()),
+                          channel.post("", whatsapp_body("5511900000099", "probe.2", "oi"), whatsapp=True)):
+                during.append((probe[0], probe[1]))
             time.sleep(2)
             private_pg.start()
         else:
             private_pg.restart(mode="immediate")
-        back_at = time.monotonic()
-        last = _last_reply_id(private_pg, database)
-        settled = wait_until(lambda last=last: _unsent_up_to(private_pg, database, last) == 0, SETTLE_S,
-                             what=f"replies up to {last} sent after outage {n + 1}\n{dispatcher.tail()}")
-        outages.append({"kind": kind, "settle_s": round(settled, 2), "last_reply_row": last,
-                        "waited_s": round(time.monotonic() - back_at, 2)})
+        # Every message accepted before the return has run and its reply reached the channel.
+        accepted = channel.accepted
+        settled = wait_until(lambda n=accepted: _sent(private_pg, database) >= n, SETTLE_S,
+                             what=f"the replies to {accepted} accepted messages after outage {n + 1}: "
+                                  f"{_open_inputs(private_pg, database)}\n{dispatcher.tail()}\n{cluster.tail()}")
+        outages.append({"kind": kind, "accepted": accepted, "settle_s": round(settled, 2)})
 
     wait_until(lambda: not channel.alive(), 180, what="the load to finish")
     for thread in channel.threads:
         thread.join(1)
     assert channel.accepted == total
-    last = _last_reply_id(private_pg, database)
-    final = wait_until(lambda: _unsent_up_to(private_pg, database, last) == 0, SETTLE_S,
-                       what=f"every reply sent\n{dispatcher.tail()}")
+    final = wait_until(lambda: _sent(private_pg, database) >= total, SETTLE_S,
+                       what=f"every reply sent: {_open_inputs(private_pg, database)}\n{dispatcher.tail()}")
+    assert not _open_inputs(private_pg, database)
 
     assert web.alive(), web.tail()
     assert dispatcher.alive(), dispatcher.tail()
+    assert cluster.alive(), cluster.tail()
     assert channel.statuses[500] == 0 and not any(s >= 500 and s != 503 for s in channel.statuses), channel.statuses
     assert channel.refused == 0, "the web server stopped answering"
     assert channel.statuses[503] > 0, "no request met the outage: the faults missed the load"
-    assert during and during[0][0] == 503 and during[0][1].get("retry-after") == "5", during
+    assert [(status, headers.get("retry-after")) for status, headers in during] == [(503, "5")] * 2, during
     assert channel.retry_after == {"5"}
     assert all("psycopg" not in body and "Error" not in body for body in channel.bodies_503), channel.bodies_503
 
     with private_pg.connect(database) as conn:
         users = Counter(row[0] for row in conn.execute(
-            "SELECT message_key FROM falai_history WHERE role = 'user' AND conversation_id <> 'probe'"))
-        expected = {f"o{c}.{m}" for c in range(CONVERSATIONS) for m in range(MESSAGES)}
+            "SELECT message_key FROM falai_history WHERE role = 'user' AND conversation_id NOT IN ('probe', '5511900000099')"))
+        expected = {f"{session_id(c)}.{m}" for c in range(CONVERSATIONS) for m in range(MESSAGES)}
         assert set(users) == expected, f"lost inputs: {sorted(expected - set(users))[:10]}"
         assert all(n == 1 for n in users.values()), [k for k, n in users.items() if n > 1]
         outbox = conn.execute("SELECT idempotency_key, send_status FROM falai_history WHERE role = 'assistant' "
-                              "AND conversation_id <> 'probe'").fetchall()
+                              "AND conversation_id NOT IN ('probe', '5511900000099')").fetchall()
     assert len(outbox) == total and {status for _, status in outbox} == {"sent"}
     delivered = [r["key"] for r in read_log(sent_log) if r["event"] == "delivered"]
     keys = {key for key, _ in outbox}
