@@ -2,7 +2,7 @@
 
 from django.urls import include, path
 
-from falai_django.api import flows, schema, views
+from falai_django.api import flows, health, schema, views
 from falai_django.api.auth import CanDriveConversations
 from falai_django.channels.whatsapp.webhook import webhook as whatsapp_webhook
 
@@ -22,6 +22,8 @@ urlpatterns = [
     path("flows/<slug:flow_id>/funnel", flows.FunnelView.as_view(), name="flow-funnel"),
     path("playground/", include("falai_django.playground.urls")),
     path("whatsapp/webhook", whatsapp_webhook, name="whatsapp-webhook"),
+    path("health/live", health.live, name="health-live"),
+    path("health/ready", health.ready, name="health-ready"),
     path("schema", schema.SchemaView.as_view(permission_classes=[CanDriveConversations],
                                              authentication_classes=views._authentication_classes()),
          name="schema"),
