@@ -185,14 +185,14 @@ def fail(record: TurnRecord, exc: Exception, replays: int) -> None:
 
 
 def retry_parked(now: datetime | None = None, *, stale_after_s: float = 600.0) -> int:
-    """Hand inputs parked for retry (and ones stuck mid-turn by a crash) back to django-q2."""
+    """Hand back to django-q2 the inputs parked for retry, the ones stuck mid-turn by a crash (or
+    whose task the broker lost) for `stale_after_s`, and the ones marked due at once because
+    their hand-off failed (a broker away: `received` with `next_attempt_at` set)."""
     now = now or timezone.now()
     due = TurnRecord.objects.filter(
-        Q(status=TurnRecord.Status.RETRY, next_attempt_at__lte=now)
-        | (
-            Q(status=TurnRecord.Status.RECEIVED, received_at__lt=now - timedelta(seconds=stale_after_s))
-            & (Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
-        )
+        Q(status__in=[TurnRecord.Status.RETRY, TurnRecord.Status.RECEIVED], next_attempt_at__lte=now)
+        | Q(status=TurnRecord.Status.RECEIVED, received_at__lt=now - timedelta(seconds=stale_after_s),
+            next_attempt_at__isnull=True)
     )
     ids = list(due.values_list("id", flat=True)[:500])
     if not ids:

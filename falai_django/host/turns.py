@@ -453,7 +453,7 @@ def _commit(record: TurnRecord, session: Any, result: Any, replays: int, store: 
     if handoff == "inline":
         transaction.on_commit(lambda: send_after_commit(session_id), using=store.db_alias())
     elif handoff == "queue":
-        transaction.on_commit(lambda: jobs.enqueue_send(session_id), using=store.db_alias())
+        transaction.on_commit(lambda: jobs.queue_sends_after_commit(session_id), using=store.db_alias())
     return HostResult(turn_id=record.pk, session_id=session_id, status=TurnRecord.Status.DONE, changed=True,
                       result=result, replays=replays, version=version)
 

@@ -162,3 +162,87 @@ def test_an_outage_is_logged_once_when_lost_and_once_when_back():
         assert outage.back() == []
     assert len(log.lines) == 2, log.lines
     assert "lost the database" in log.lines[0] and "is back after" in log.lines[1]
+
+
+@pytest.fixture
+def broker_away(monkeypatch):
+    """django-q2 queues on a Redis broker that nothing answers (a real redis-py ConnectionError)."""
+    redis = pytest.importorskip("redis")
+    import django_q.tasks
+    from django_q.brokers.redis_broker import Redis as RedisBroker
+    from django_q.conf import Conf
+
+    broker = RedisBroker.__new__(RedisBroker)  # its __init__ would read Q_CLUSTER's settings
+    broker.list_key = "falai-test"
+    broker.connection = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=1)
+    monkeypatch.setattr(Conf, "SYNC", False)
+    monkeypatch.setattr(django_q.tasks, "get_broker", lambda *args, **kwargs: broker)
+    return broker
+
+
+def test_a_turn_whose_send_cannot_be_queued_is_still_a_200_and_the_sweep_hands_the_send_over(broker_away,
+                                                                                              monkeypatch):
+    """The turn is committed before the hand-off: a broker away then must not turn a recorded turn
+    into an error (the channel would be told nothing was recorded). The reply waits in the outbox,
+    a log line names the conversation, and the sweep queues it once the broker is back."""
+    from django_q.conf import Conf
+
+    from falai_django.host import delivery
+
+    from . import senders
+    from .helpers import post, staff_client
+
+    with Lines("falai_django") as log:
+        response = post(staff_client(), url("br1", "messages"), {"text": "oi", "id": "m1"})
+    assert response.status_code == 200, response.content
+    assert json.loads(response.content)["status"] == "done"
+    from falai_django.models import HistoryItem
+
+    pending = list(HistoryItem.objects.filter(conversation_id="br1", role="assistant").values_list("send_status",
+                                                                                                      flat=True))
+    assert pending == ["pending"] and senders.sent == []
+    assert any("br1" in line and "could not queue" in line and "sweep" in line for line in log.lines), log.lines
+
+    monkeypatch.setattr(Conf, "SYNC", True)  # the broker is back (in-line here)
+    import django_q.tasks
+    from django_q.brokers import get_broker
+
+    monkeypatch.setattr(django_q.tasks, "get_broker", get_broker)
+    assert delivery.sweep_unsent(older_than_s=0) == 1
+    assert [message.session_id for message in senders.sent] == ["br1"]
+
+
+def test_a_webhook_whose_turn_cannot_be_queued_is_kept_and_swept_at_once_not_after_ten_minutes(broker_away,
+                                                                                                 settings,
+                                                                                                 monkeypatch):
+    from django_q.conf import Conf
+
+    from falai_django import conf
+    from falai_django.host import inbox
+
+    secret = "app-secret"
+    settings.FALAI = {**settings.FALAI, "WHATSAPP": {"PHONE_NUMBER_ID": "123", "ACCESS_TOKEN": "t",
+                                                     "APP_SECRET": secret, "VERIFY_TOKEN": "v"}}
+    conf.clear_cache()
+    body = json.dumps({"object": "whatsapp_business_account", "entry": [{"changes": [{"field": "messages", "value": {
+        "metadata": {"phone_number_id": "123"},
+        "messages": [{"from": "5511999990001", "id": "wamid.B", "timestamp": "1700000000", "type": "text",
+                      "text": {"body": "oi"}}]}}]}]}).encode()
+    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    with Lines("falai_django") as log:
+        response = Client().post("/falai/whatsapp/webhook", data=body, content_type="application/json",
+                                 headers={"X-Hub-Signature-256": signature})
+    assert response.status_code == 200, response.content  # stored: Meta must not deliver it again
+    [record] = TurnRecord.objects.filter(conversation_id="5511999990001")
+    assert record.status == TurnRecord.Status.RECEIVED and record.next_attempt_at is not None
+    assert any("5511999990001" in line and "could not queue" in line for line in log.lines), log.lines
+
+    monkeypatch.setattr(Conf, "SYNC", True)  # the broker is back (in-line here)
+    import django_q.tasks
+    from django_q.brokers import get_broker
+
+    monkeypatch.setattr(django_q.tasks, "get_broker", get_broker)
+    assert inbox.retry_parked() == 1  # the default ten-minute staleness does not apply to it
+    record.refresh_from_db()
+    assert record.status == TurnRecord.Status.DONE
+    assert inbox.retry_parked() == 0

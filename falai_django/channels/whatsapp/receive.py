@@ -22,7 +22,8 @@ from falai_django.engine.jstime import try_parse_iso
 from falai_django.host.inbox import receive
 from falai_django.host.inputs import InputError
 from falai_django.host.jobs import enqueue, enqueue_turn
-from falai_django.models import History
+from falai_django.host.outages import dependency_down
+from falai_django.models import History, TurnRecord
 from falai_django.models import Session as SessionRow
 
 logger = logging.getLogger("falai_django.whatsapp")
@@ -72,14 +73,20 @@ def store_batch(batch: Batch) -> Stored:
 
 def queue_turns(record_ids: list[int]) -> None:
     """Hand one conversation's stored inputs to the workers. A broker that is down must not fail
-    the webhook (Meta would retry it): the inputs stay `received` and the sweep hands them over."""
+    the webhook (Meta would retry it): the inputs stay `received`, marked due at once
+    (`next_attempt_at`), and the dispatcher's next sweep hands them over (`retry_parked`)."""
     try:
         if len(record_ids) == 1:
             enqueue_turn(record_ids[0])
         else:
             enqueue("falai_django.tasks.process_turns", record_ids)
-    except Exception:  # noqa: BLE001 - logged; the stored inputs are swept up
-        logger.exception("whatsapp: could not queue inputs %s; the sweep will", record_ids)
+    except Exception as exc:  # noqa: BLE001 - logged; the stored inputs are swept up
+        sessions = sorted(set(TurnRecord.objects.filter(id__in=record_ids).values_list("conversation_id", flat=True)))
+        logger.warning("whatsapp: could not queue inputs %s of conversation %s (%s); the dispatcher's sweep "
+                       "hands them over", record_ids, ", ".join(sessions), type(exc).__name__,
+                       exc_info=dependency_down(exc) is None)
+        TurnRecord.objects.filter(id__in=record_ids, status=TurnRecord.Status.RECEIVED,
+                                  next_attempt_at__isnull=True).update(next_attempt_at=timezone.now())
 
 
 def record_reaction(reaction: Reaction) -> int:
