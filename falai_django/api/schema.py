@@ -25,6 +25,7 @@ from drf_spectacular.utils import OpenApiResponse
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
 
 from falai_django.api.auth import SIGNATURE_HEADER, TIMESTAMP_HEADER
+from falai_django.host import outages
 
 ERRORS = {
     400: "Bad input: the body names each field and why.",
@@ -78,14 +79,22 @@ SETTINGS = {
 }
 
 
-class SchemaView(SpectacularAPIView):
+class _Answer503:
+    """Authentication reads the database: while it is away, a 503 like the API's, not a 500 page."""
+
+    def handle_exception(self, exc: Exception) -> Any:
+        refused = outages.refusal(self.request, exc)  # type: ignore[attr-defined]
+        return refused if refused is not None else super().handle_exception(exc)  # type: ignore[misc]
+
+
+class SchemaView(_Answer503, SpectacularAPIView):
     """OpenAPI 3: JSON unless the client asks for YAML (`Accept: application/vnd.oai.openapi`)."""
 
     custom_settings = SETTINGS
     renderer_classes = [OpenApiJsonRenderer, OpenApiJsonRenderer2, OpenApiYamlRenderer, OpenApiYamlRenderer2]
 
 
-class DocsView(SpectacularSwaggerView):
+class DocsView(_Answer503, SpectacularSwaggerView):
     """Swagger UI over `falai:schema`, its assets from drf-spectacular-sidecar (no CDN)."""
 
     url_name = "falai:schema"

@@ -64,10 +64,9 @@ class FalaiView(APIView):
         return [auth() for auth in _authentication_classes()]
 
     def handle_exception(self, exc):
-        down = outages.dependency_down(exc)
-        if down is not None:  # a 503 the caller retries, not an HTML 500 page
-            outages.log_refused(self.request, down, exc, self.kwargs.get("session_id"))
-            return outages.unavailable_response(down)
+        refused = outages.refusal(self.request, exc, self.kwargs.get("session_id"))
+        if refused is not None:  # a 503 the caller retries, not an HTML 500 page
+            return refused
         if isinstance(exc, host.InputError | FlowConfigurationError):
             exc = ValidationError({"detail": str(exc)})
         elif isinstance(exc, host.UnknownConversationError):

@@ -128,13 +128,22 @@ def answer_503_when_down(view: Any) -> Any:
         try:
             return view(request, *args, **kwargs)
         except Exception as exc:
-            down = dependency_down(exc)
-            if down is None:
+            response = refusal(request, exc, kwargs.get("session_id"))
+            if response is None:
                 raise
-            log_refused(request, down, exc, kwargs.get("session_id"))
-            return unavailable_response(down)
+            return response
 
     return wrapped
+
+
+def refusal(request: Any, exc: BaseException, session_id: str | None = None) -> Any:
+    """The 503 (logged) when `exc` says a dependency is away; None for any other error. For a DRF
+    view's `handle_exception`, which must answer before DRF turns the error into a 500."""
+    down = dependency_down(exc)
+    if down is None:
+        return None
+    log_refused(request, down, exc, session_id)
+    return unavailable_response(down)
 
 
 def log_refused(request: Any, dependency: str, exc: BaseException, session_id: str | None = None) -> None:

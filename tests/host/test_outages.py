@@ -94,6 +94,16 @@ def test_a_session_read_and_the_list_answer_503_too(tmp_path):
     assert listing.status_code == 503 and listing.json()["unavailable"] == "database"
 
 
+@pytest.mark.parametrize("path", ["/falai/flows/triagem", "/falai/flows/triagem/funnel", "/falai/schema",
+                                  "/falai/docs/"])
+def test_the_flows_api_the_schema_and_the_docs_page_answer_503_too(tmp_path, path):
+    with database_away(tmp_path):  # the token is looked up in the database
+        response = Client().get(path, HTTP_AUTHORIZATION="Token checked-against-the-database")
+    assert response.status_code == 503, response.content[:300]
+    assert response["Retry-After"] == str(outages.RETRY_AFTER_S)
+    assert response.json() == {"detail": outages.UNAVAILABLE_DETAIL, "unavailable": "database"}
+
+
 def signed_get(path: str):
     import time
 
