@@ -191,8 +191,9 @@ def retry_parked(now: datetime | None = None, *, stale_after_s: float = 600.0) -
     now = now or timezone.now()
     due = TurnRecord.objects.filter(
         Q(status__in=[TurnRecord.Status.RETRY, TurnRecord.Status.RECEIVED], next_attempt_at__lte=now)
-        | Q(status=TurnRecord.Status.RECEIVED, received_at__lt=now - timedelta(seconds=stale_after_s),
-            next_attempt_at__isnull=True)
+        | (Q(status=TurnRecord.Status.RECEIVED, received_at__lt=now - timedelta(seconds=stale_after_s),
+             next_attempt_at__isnull=True)
+           & (Q(claimed_until__isnull=True) | Q(claimed_until__lte=now)))  # not one its caller runs now
     )
     ids = list(due.values_list("id", flat=True)[:500])
     if not ids:

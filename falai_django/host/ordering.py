@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,6 +120,51 @@ def unclaim(record: TurnRecord) -> None:
     except Exception:  # noqa: BLE001 - the claim lapses after TURN_LEASE_S all the same
         logger.exception("falai host: conversation %s: could not release the claim of input %s",
                          record.conversation_id, record.pk)
+
+
+# An in-line input whose caller lost the database mid-turn keeps its claim: neither releasing it
+# nor marking the input failed can reach the database. Left alone, every later input of the
+# conversation (the channel delivering the same message again among them) would wait behind it
+# until it lapses (TURN_LEASE_S). The process remembers it and releases it as soon as it runs
+# an input again; the input then runs in order like any other (a second delivery of the same
+# message is dropped by the engine).
+_cut_off: set[tuple[str, str, str]] = set()
+_cut_off_lock = threading.Lock()
+
+
+def remember_cut_off(record: TurnRecord) -> None:
+    """`record`'s in-line run ended with the database away: release its claim when it is back.
+    Known by (conversation, kind, key): the row may have been written without its id reaching us."""
+    with _cut_off_lock:
+        _cut_off.add((record.conversation_id, record.kind, record.input_key))
+    logger.warning("falai host: conversation %s: input %s (%s) was cut off by a lost database; its claim is "
+                   "released when this process reaches the database again", record.conversation_id,
+                   record.pk, record.input_key)
+
+
+def release_cut_off_claims() -> int:
+    """Release the claims `remember_cut_off` noted (a no-op when there are none, the usual case).
+    The database still away: they stay noted for the next input. Returns how many were released."""
+    if not _cut_off:
+        return 0
+    with _cut_off_lock:
+        taken = list(_cut_off)
+        _cut_off.clear()
+    released = 0
+    for index, (session_id, kind, key) in enumerate(taken):
+        try:
+            count = TurnRecord.objects.filter(conversation_id=session_id, kind=kind, input_key=key,
+                                              status=TurnRecord.Status.RECEIVED,
+                                              claimed_until__isnull=False).update(claimed_until=None)
+        except Exception:  # noqa: BLE001 - still away: noted again, and the caller's own turn says so
+            with _cut_off_lock:
+                _cut_off.update(taken[index:])
+            return released
+        if count:
+            logger.warning("falai host: conversation %s: released the claim of input %s, cut off by a lost "
+                           "database; it runs in order with the next ones", session_id, key)
+        released += count
+    return released
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from django.utils import timezone
 
 from falai_django import channels, conf
 from falai_django.engine.errors import ProviderError, SessionConflictError
-from falai_django.host import inbox, jobs, ordering
+from falai_django.host import inbox, jobs, ordering, outages
 from falai_django.host.delivery import send_after_commit
 from falai_django.host.inbox import HostResult
 from falai_django.host.inputs import UNSET, TurnInput, silenced_for
@@ -93,6 +93,7 @@ def _receive(session_id: str, turn_input: dict[str, Any] | TurnInput, silenced: 
              anchors: Any, claims: Any, agent: Any) -> tuple[TurnRecord, Any]:
     """The checked input's inbox row, unsaved (the loop writes it with its first read), and its
     context. An input (not a wake) is claimed: its caller runs it, the workers wait for it."""
+    ordering.release_cut_off_claims()
     record = inbox.receive(session_id, turn_input, silenced=silenced, context=context, anchors=anchors,
                            claims=claims, agent=agent, persist=False)
     if record.kind != TurnRecord.Kind.WAKE:
@@ -341,7 +342,9 @@ def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_
     except GeneratorExit:  # a stream its reader abandoned mid-turn: the workers may run the input
         ordering.unclaim(record)
         raise
-    except Exception:
+    except Exception as exc:
+        if record.claimed_until is not None and outages.dependency_down(exc) == "database":
+            ordering.remember_cut_off(record)
         if waited:
             ordering.hand_on(record)
         raise

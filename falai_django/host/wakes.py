@@ -326,12 +326,16 @@ class Dispatcher:
         self.stop_event.set()
 
     def sweep(self, *, everything: bool = False) -> None:
-        """Release lapsed claims, hand back unsent rows and parked inputs. `everything`: unsent rows
-        with no grace period (after an outage the NOTIFYs sent meanwhile are lost)."""
+        """Release lapsed claims, hand back unsent rows and parked inputs. `everything` (after an
+        outage): with no grace period, unsent rows (the NOTIFYs sent meanwhile are lost) and stored
+        inputs no caller runs (a worker's turn cut off by the outage failed its task)."""
         release_stale_claims()
         delivery.sweep_unsent(hand_over=self.sender.submit if self.sender is not None else None,
                               older_than_s=0 if everything else None)
-        retry_parked()
+        if everything:
+            retry_parked(stale_after_s=0)
+        else:
+            retry_parked()
 
     def _idle(self) -> None:
         """Wait for the next poll; in notify mode, send what is notified meanwhile."""

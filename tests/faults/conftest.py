@@ -113,10 +113,13 @@ class Proc:
         try:
             code = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            self.kill(signal.SIGUSR1)  # a driver that registered faulthandler prints its threads' stacks
+            time.sleep(1)
             self.kill()
             self._reader.join(timeout=5)
             # Say where it was stuck: the bare TimeoutExpired names only the command line.
-            raise AssertionError(f"{self.name} still running after {timeout}s; its last lines:\n{self.tail()}") from None
+            raise AssertionError(f"{self.name} still running after {timeout}s; its last lines:\n"
+                                 f"{self.tail(150)}") from None
         self._reader.join(timeout=5)
         return code
 
@@ -124,6 +127,8 @@ class Proc:
         try:
             os.killpg(self.process.pid, sig)
         except ProcessLookupError:
+            return
+        if sig == signal.SIGUSR1:  # asks for a stack dump; the process goes on
             return
         try:
             self.process.wait(timeout=15)

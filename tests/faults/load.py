@@ -11,7 +11,9 @@ left or the deadline passes.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
+import signal
 import sys
 import threading
 import time
@@ -104,6 +106,8 @@ def main() -> int:
     parser.add_argument("--inline", action="store_true", help="send in this process after commit")
     parser.add_argument("--settle", type=float, default=0, help="then finish leftovers for up to this long")
     args = parser.parse_args()
+    # A run that hangs prints every thread's stack on SIGUSR1 (the fault tests send it before killing it).
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     django.setup()
     stats = drive(args)
     _say({"summary": stats})

@@ -256,3 +256,68 @@ def test_a_webhook_whose_turn_cannot_be_queued_is_kept_and_swept_at_once_not_aft
     record.refresh_from_db()
     assert record.status == TurnRecord.Status.DONE
     assert inbox.retry_parked() == 0
+
+
+def test_an_input_cut_off_by_a_lost_database_does_not_hold_its_conversation_when_it_is_delivered_again(
+        tmp_path, settings):
+    """The database goes away mid-turn, after the in-line input's row (claimed for its caller) was
+    written: the claim cannot be released, nor the input marked failed. When the channel delivers
+    the message again, and the customer writes the next one, neither waits behind that claim
+    (TURN_LEASE_S, five minutes by default): the process that lost it releases it first."""
+    import contextlib as _contextlib
+    import time
+
+    from falai_django import conf, host
+
+    from . import agents
+
+    settings.FALAI = {**settings.FALAI, "TURN_WAIT_S": 2.0}
+    conf.clear_cache()
+    away = _contextlib.ExitStack()
+    lost: list[bool] = []
+
+    def speak_then_lose_the_database(request):
+        if not lost:  # the first attempt only
+            lost.append(True)
+            away.enter_context(database_away(tmp_path))
+        return agents.speak_reply(request)
+
+    agents.use(agents.ana(provider=agents.scripted_provider(speak=[speak_then_lose_the_database] * 10)))
+    with Lines("falai_django.host") as log:
+        with pytest.raises(Exception) as cut:
+            host.handle("cut1", {"message": "oi", "id": "m1"})
+        assert outages.dependency_down(cut.value) == "database"
+        away.close()  # the database is back
+        [orphan] = TurnRecord.objects.filter(conversation_id="cut1")
+        assert orphan.status == TurnRecord.Status.RECEIVED and orphan.claimed_until is not None
+
+        started = time.monotonic()
+        again = host.handle("cut1", {"message": "oi", "id": "m1"})  # the channel delivers it again
+        following = host.handle("cut1", {"message": "meu nome é Ana", "id": "m2"})
+        took = time.monotonic() - started
+    assert again.status in ("done", "unchanged") and following.status == "done", (again, following)
+    assert took < 2.0, took  # no wait behind the cut-off claim
+    assert any("cut1" in line and "cut off" in line for line in log.lines), log.lines
+    keys = list(TurnRecord.objects.filter(conversation_id="cut1").order_by("id").values_list("input_key", "status"))
+    assert [k for k, _ in keys] == ["m1", "m1", "m2"] and all(s in ("done", "unchanged") for _, s in keys), keys
+    texts = [row.content for row in __import__("falai_django.models", fromlist=["HistoryItem"]).HistoryItem.objects
+             .filter(conversation_id="cut1", role="user").order_by("id")]
+    assert texts == ["oi", "meu nome é Ana"]  # the first message once, then the second: in order
+
+
+def test_after_an_outage_the_dispatcher_hands_over_at_once_the_stored_inputs_no_one_runs():
+    """A worker's turn cut off by a lost database fails its task and leaves the input `received`.
+    The dispatcher's first sweep after the outage hands it over with no grace period (the usual
+    sweep waits ten minutes, for tasks still queued), leaving alone an input its caller runs."""
+    from falai_django.host import inbox, ordering
+    from falai_django.host.wakes import Dispatcher
+
+    cut = inbox.receive("swept1", {"message": "oi", "id": "m1"})  # stored, its task lost with the worker
+    running = inbox.receive("swept2", {"message": "oi", "id": "m1"})
+    ordering.claim(running)  # an in-line caller runs this one
+    dispatcher = Dispatcher(poll_s=0.01)
+    dispatcher.sweep()
+    assert TurnRecord.objects.get(pk=cut.pk).status == TurnRecord.Status.RECEIVED  # too fresh for the usual sweep
+    dispatcher.sweep(everything=True)
+    assert TurnRecord.objects.get(pk=cut.pk).status == TurnRecord.Status.DONE  # run (django-q2 in-line here)
+    assert TurnRecord.objects.get(pk=running.pk).status == TurnRecord.Status.RECEIVED
