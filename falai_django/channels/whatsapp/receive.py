@@ -62,8 +62,8 @@ def store_batch(batch: Batch) -> Stored:
             per_conversation.setdefault(message.session_id, []).append(record.pk)
             stored.inputs += 1
         # One task per conversation: its messages of this batch run in the order they were written.
-        for record_ids in per_conversation.values():
-            transaction.on_commit(partial(queue_turns, record_ids))
+        for session_id, record_ids in per_conversation.items():
+            transaction.on_commit(partial(queue_turns, session_id, record_ids))
         for reaction in batch.reactions:
             stored.reactions += record_reaction(reaction)
         for status in batch.statuses:
@@ -71,7 +71,7 @@ def store_batch(batch: Batch) -> Stored:
     return stored
 
 
-def queue_turns(record_ids: list[int]) -> None:
+def queue_turns(session_id: str, record_ids: list[int]) -> None:
     """Hand one conversation's stored inputs to the workers. A broker that is down must not fail
     the webhook (Meta would retry it): the inputs stay `received`, marked due at once
     (`next_attempt_at`), and the dispatcher's next sweep hands them over (`retry_parked`)."""
@@ -81,12 +81,15 @@ def queue_turns(record_ids: list[int]) -> None:
         else:
             enqueue("falai_django.tasks.process_turns", record_ids)
     except Exception as exc:  # noqa: BLE001 - logged; the stored inputs are swept up
-        sessions = sorted(set(TurnRecord.objects.filter(id__in=record_ids).values_list("conversation_id", flat=True)))
         logger.warning("whatsapp: could not queue inputs %s of conversation %s (%s); the dispatcher's sweep "
-                       "hands them over", record_ids, ", ".join(sessions), type(exc).__name__,
+                       "hands them over", record_ids, session_id, type(exc).__name__,
                        exc_info=dependency_down(exc) is None)
-        TurnRecord.objects.filter(id__in=record_ids, status=TurnRecord.Status.RECEIVED,
-                                  next_attempt_at__isnull=True).update(next_attempt_at=timezone.now())
+        try:
+            TurnRecord.objects.filter(id__in=record_ids, status=TurnRecord.Status.RECEIVED,
+                                      next_attempt_at__isnull=True).update(next_attempt_at=timezone.now())
+        except Exception:  # noqa: BLE001 - the database went too: the ten-minute sweep still finds them
+            logger.warning("whatsapp: could not mark inputs %s of conversation %s due; the sweep finds them "
+                           "after ten minutes", record_ids, session_id, exc_info=True)
 
 
 def record_reaction(reaction: Reaction) -> int:
