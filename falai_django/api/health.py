@@ -54,7 +54,7 @@ def _check(name: str, probe: Any) -> str:
     except Exception as exc:  # noqa: BLE001 - a probe reports a state; the log keeps the error
         state = UNREACHABLE if outages.dependency_down(exc) or isinstance(exc, OSError) else FAILING
         logger.warning("falai: health/ready: the %s is %s (%s: %s)", name, state, type(exc).__name__,
-                       str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "")
+                       outages.summary(exc))
         return state
     return OK
 

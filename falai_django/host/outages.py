@@ -57,6 +57,12 @@ def dependency_down(exc: BaseException | None) -> str | None:
     return None
 
 
+def summary(exc: BaseException) -> str:
+    """The first line of an error's text, at most 200 characters (for a log line, never a response)."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else ""
+
+
 class Backoff:
     """Capped exponential waits: 0.25 s, 0.5 s, 1 s … `cap_s` (5 s), until `reset()`."""
 
@@ -94,8 +100,7 @@ class Outage:
         self.since[dependency] = time.monotonic()
         self.outages += 1
         self.log.warning("%s: lost the %s (%s: %s); reconnecting with backoff up to %.0f s", self.who,
-                         dependency, type(exc).__name__, str(exc).strip().splitlines()[0][:200] if str(exc) else "",
-                         BACKOFF_CAP_S)
+                         dependency, type(exc).__name__, summary(exc), BACKOFF_CAP_S)
         return True
 
     def back(self) -> list[str]:

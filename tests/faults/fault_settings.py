@@ -31,7 +31,7 @@ FALAI = {
     "WEBHOOK_SECRET": os.environ.get("FAULT_WEBHOOK_SECRET", ""),
 }
 if os.environ.get("FAULT_WHATSAPP_SECRET"):  # the webhook takes messages; the fault channel sends
-    FALAI["WHATSAPP"] = {"PHONE_NUMBER_ID": "106540352242922", "ACCESS_TOKEN": "unused",
+    FALAI["WHATSAPP"] = {"PHONE_NUMBER_ID": "106540352242922", "ACCESS_TOKEN": "unused",  # tests/whatsapp/payloads.py's
                          "APP_SECRET": os.environ["FAULT_WHATSAPP_SECRET"], "VERIFY_TOKEN": "unused"}
 
 Q_CLUSTER = {

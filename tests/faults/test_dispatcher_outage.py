@@ -18,8 +18,10 @@ import sys
 import threading
 import time
 from collections import Counter
+from datetime import UTC, datetime
 
 import pytest
+from whatsapp import payloads
 
 from falai_django.api.auth import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from falai_django.channels.whatsapp.webhook import signature
@@ -33,7 +35,6 @@ CONVERSATIONS = 8
 MESSAGES = 25
 SECRET = "outage-secret"
 APP_SECRET = "outage-app-secret"
-PHONE_NUMBER_ID = "106540352242922"  # tests/faults/fault_settings.py's
 SETTLE_S = 15.0
 
 
@@ -43,13 +44,9 @@ def session_id(c: int) -> str:
 
 
 def whatsapp_body(wa_id: str, wamid: str, text: str) -> bytes:
-    message = {"from": wa_id, "id": wamid, "timestamp": str(int(time.time())), "type": "text",
-               "text": {"body": text}}
-    value = {"messaging_product": "whatsapp",
-             "metadata": {"display_phone_number": "15550783881", "phone_number_id": PHONE_NUMBER_ID},
-             "contacts": [{"profile": {"name": "Cliente"}, "wa_id": wa_id}], "messages": [message]}
-    return json.dumps({"object": "whatsapp_business_account",
-                       "entry": [{"id": "1", "changes": [{"value": value, "field": "messages"}]}]}).encode()
+    """A text message as Meta's webhook carries it (tests/whatsapp/payloads.py), sent now."""
+    at = datetime.now(UTC).isoformat()
+    return json.dumps(payloads.envelope([payloads.text(text, wamid, at, wa_id=wa_id)], wa_id=wa_id)).encode()
 
 
 class Channel:

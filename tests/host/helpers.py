@@ -51,3 +51,13 @@ def wait_for(predicate, seconds: float = 10.0) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+def redis_broker(client: Any) -> Any:
+    """A django-q2 Redis broker on `client` (its own __init__ would read Q_CLUSTER's settings)."""
+    from django_q.brokers.redis_broker import Redis as RedisBroker
+
+    broker = RedisBroker.__new__(RedisBroker)
+    broker.list_key = "falai-test"
+    broker.connection = client
+    return broker

@@ -13,6 +13,7 @@ from django.test import Client
 from falai_django.api import health
 from falai_django.testing.postgres import free_port
 
+from .helpers import redis_broker as redis_broker_on
 from .test_outages import database_away
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,18 +25,17 @@ REDIS_URL = os.environ.get("FALAI_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 def redis_broker(monkeypatch):
     """The readiness check sees a django-q2 Redis broker whose connection the test chooses."""
     redis = pytest.importorskip("redis")
-    from django_q.brokers.redis_broker import Redis as RedisBroker
     from django_q.conf import Conf
 
     monkeypatch.setattr(Conf, "SYNC", False)
     monkeypatch.setattr(Conf, "ORM", None)
-    broker = RedisBroker.__new__(RedisBroker)  # its own __init__ would read Q_CLUSTER's settings
+    chosen: list = []
 
     def use(client) -> None:
-        broker.connection = client
+        chosen.append(redis_broker_on(client))
 
     health._the_broker.cache_clear()
-    monkeypatch.setattr(health, "_the_broker", lambda: broker)
+    monkeypatch.setattr(health, "_the_broker", lambda: chosen[-1])
     yield use, redis
 
 

@@ -4,8 +4,6 @@ nothing is written, and the failures are classified from real driver errors, not
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import json
 import logging
 
@@ -17,7 +15,7 @@ from falai_django.host import outages
 from falai_django.models import Session, TurnRecord
 from falai_django.testing.postgres import free_port
 
-from .helpers import signed_post, url
+from .helpers import redis_broker, signed_post, url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -114,21 +112,23 @@ def signed_get(path: str):
                                        SIGNATURE_HEADER: sign("s3cret", ts, b"", method="GET", path=path)})
 
 
-def test_a_signed_whatsapp_delivery_while_the_database_is_away_is_a_503(settings, tmp_path):
+def whatsapp_delivery(settings, wa_id: str, wamid: str):
+    """WhatsApp configured, then one signed text message from `wa_id` posted to the webhook."""
+    from whatsapp import payloads
+
     from falai_django import conf
 
-    secret = "app-secret"
-    settings.FALAI = {**settings.FALAI, "WHATSAPP": {"PHONE_NUMBER_ID": "123", "ACCESS_TOKEN": "t",
-                                                     "APP_SECRET": secret, "VERIFY_TOKEN": "v"}}
+    settings.FALAI = {**settings.FALAI, "WHATSAPP": {"PHONE_NUMBER_ID": payloads.PHONE_NUMBER_ID,
+                                                     "ACCESS_TOKEN": "t", "APP_SECRET": payloads.APP_SECRET,
+                                                     "VERIFY_TOKEN": "v"}}
     conf.clear_cache()
-    body = json.dumps({"object": "whatsapp_business_account", "entry": [{"changes": [{"field": "messages", "value": {
-        "metadata": {"phone_number_id": "123"},
-        "messages": [{"from": "5511999990000", "id": "wamid.A", "timestamp": "1700000000", "type": "text",
-                      "text": {"body": "oi"}}]}}]}]}).encode()
-    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    message = payloads.text("oi", wamid, "2023-11-14T22:13:20Z", wa_id=wa_id)
+    return payloads.deliver(Client(), payloads.envelope([message], wa_id=wa_id))
+
+
+def test_a_signed_whatsapp_delivery_while_the_database_is_away_is_a_503(settings, tmp_path):
     with database_away(tmp_path):
-        response = Client().post("/falai/whatsapp/webhook", data=body, content_type="application/json",
-                                 headers={"X-Hub-Signature-256": signature})
+        response = whatsapp_delivery(settings, "5511999990000", "wamid.A")
     assert response.status_code == 503, response.content
     assert response["Retry-After"] == str(outages.RETRY_AFTER_S)
     assert not TurnRecord.objects.exists()  # nothing half written: Meta delivers it again
@@ -179,12 +179,9 @@ def broker_away(monkeypatch):
     """django-q2 queues on a Redis broker that nothing answers (a real redis-py ConnectionError)."""
     redis = pytest.importorskip("redis")
     import django_q.tasks
-    from django_q.brokers.redis_broker import Redis as RedisBroker
     from django_q.conf import Conf
 
-    broker = RedisBroker.__new__(RedisBroker)  # its __init__ would read Q_CLUSTER's settings
-    broker.list_key = "falai-test"
-    broker.connection = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=1)
+    broker = redis_broker(redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=1))
     monkeypatch.setattr(Conf, "SYNC", False)
     monkeypatch.setattr(django_q.tasks, "get_broker", lambda *args, **kwargs: broker)
     return broker
@@ -227,21 +224,10 @@ def test_a_webhook_whose_turn_cannot_be_queued_is_kept_and_swept_at_once_not_aft
                                                                                                  monkeypatch):
     from django_q.conf import Conf
 
-    from falai_django import conf
     from falai_django.host import inbox
 
-    secret = "app-secret"
-    settings.FALAI = {**settings.FALAI, "WHATSAPP": {"PHONE_NUMBER_ID": "123", "ACCESS_TOKEN": "t",
-                                                     "APP_SECRET": secret, "VERIFY_TOKEN": "v"}}
-    conf.clear_cache()
-    body = json.dumps({"object": "whatsapp_business_account", "entry": [{"changes": [{"field": "messages", "value": {
-        "metadata": {"phone_number_id": "123"},
-        "messages": [{"from": "5511999990001", "id": "wamid.B", "timestamp": "1700000000", "type": "text",
-                      "text": {"body": "oi"}}]}}]}]}).encode()
-    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     with Lines("falai_django") as log:
-        response = Client().post("/falai/whatsapp/webhook", data=body, content_type="application/json",
-                                 headers={"X-Hub-Signature-256": signature})
+        response = whatsapp_delivery(settings, "5511999990001", "wamid.B")
     assert response.status_code == 200, response.content  # stored: Meta must not deliver it again
     [record] = TurnRecord.objects.filter(conversation_id="5511999990001")
     assert record.status == TurnRecord.Status.RECEIVED and record.next_attempt_at is not None
