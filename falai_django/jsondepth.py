@@ -1,8 +1,12 @@
 """How deeply a JSON value nests, and the bound every request's JSON is held to (issue 28).
 
-`FALAI["MAX_JSON_DEPTH"]` (default 32) bounds the JSON a request carries: the API's body, an
-event payload or start input, a flow spec, the playground's payload, a signed WhatsApp body.
-Depth counts arrays and objects: a scalar is 0 deep, `[]` and `{}` 1, `{"a": [1]}` 2.
+`FALAI["MAX_JSON_DEPTH"]` (default 32) bounds every JSON value a request carries: an event
+payload, a start input, a message's context, a flow spec, the playground's payload, a signed
+WhatsApp body. Depth counts arrays and objects: a scalar is 0 deep, `[]` and `{}` 1, `{"a": [1]}` 2.
+
+An API body is the envelope of its values (`{"event": ..., "payload": <value>}`), so its text
+may nest one level more than the limit (`check_body_text`): a payload exactly at the limit is
+taken, as it is from a Python caller, and the value one level deeper is refused by name.
 
 Everything here is iterative (no recursion), so a value nested a hundred thousand levels deep
 is measured and refused with a sentence naming the limit, never a `RecursionError`. The checks
@@ -105,6 +109,15 @@ def check_text(text: str | bytes, what: str = "the JSON", limit: int | None = No
     found = text_depth(text)
     if found > limit:
         raise JSONDepthError(found, limit, what)
+
+
+def check_body_text(text: str | bytes, what: str = "a value in the body", limit: int | None = None) -> None:
+    """Refuse an API body whose values nest deeper than `limit`: the body's own object or array is
+    the envelope, so its text may be `limit + 1` deep. The error names the values' depth."""
+    limit = max_depth() if limit is None else limit
+    found = text_depth(text)
+    if found > limit + 1:
+        raise JSONDepthError(found - 1, limit, what)
 
 
 def loads(text: str | bytes, what: str = "the body", limit: int | None = None, **kwargs: Any) -> Any:

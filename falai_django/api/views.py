@@ -6,23 +6,23 @@ import io
 import itertools
 import json
 import logging
-import uuid
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db.models import F
-from django.http import StreamingHttpResponse
+from django.http import Http404, StreamingHttpResponse
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import parsers, status
-from rest_framework.exceptions import NotFound, ParseError, PermissionDenied, ValidationError
+from rest_framework.exceptions import APIException, NotFound, ParseError, PermissionDenied, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from falai_django import host, jsondepth
-from falai_django.api import serializers
+from falai_django.api import failures, serializers
 from falai_django.api.auth import CanDriveConversations, WebhookSignatureAuthentication
 from falai_django.api.schema import answers
 from falai_django.engine.errors import FlowConfigurationError, InvalidSessionError, SessionConflictError
@@ -38,14 +38,16 @@ def _authentication_classes() -> list:
 
 
 class JSONParser(parsers.JSONParser):
-    """DRF's parser, plus: a body nested deeper than `FALAI["MAX_JSON_DEPTH"]` is a 400 naming the
-    limit, refused from its text before the decoder runs (which would run out of stack: a 500)."""
+    """DRF's parser, plus: a body whose values nest deeper than `FALAI["MAX_JSON_DEPTH"]` is a 400
+    naming the limit, refused from its text before the decoder runs (which would run out of stack:
+    a 500). The values themselves (payload, input, context, spec) are held to the limit by name
+    after parsing."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         raw = stream.read() if stream is not None else b""
         encoding = (parser_context or {}).get("encoding") or django_settings.DEFAULT_CHARSET
         try:
-            jsondepth.check_text(raw.decode(encoding, "replace"), "the body")
+            jsondepth.check_body_text(raw.decode(encoding, "replace"))
         except jsondepth.JSONDepthError as exc:
             raise ParseError(f"JSON parse error - {exc}") from None
         try:
@@ -76,6 +78,11 @@ class FalaiView(APIView):
         elif isinstance(exc, SessionConflictError):  # a handoff that lost every compare-and-swap
             return Response({"detail": _("The conversation kept changing; nothing was written. Try again.")},
                             status=status.HTTP_409_CONFLICT)
+        elif not isinstance(exc, APIException | Http404 | DjangoPermissionDenied):
+            # Not DRF's to answer: a JSON 500 with an error id, never Django's page (with DEBUG on,
+            # a traceback with the exception's text); the log line has the id and the details.
+            error_id = failures.report(exc, f"{self.request.method} {self.request.path}", self.kwargs.get("session_id"))
+            return Response(failures.body(error_id), status=status.HTTP_500_INTERNAL_SERVER_ERROR)
         return super().handle_exception(exc)
 
 
@@ -184,9 +191,6 @@ def _sse_frame(event: str, data: Any) -> str:
     return f"event: {event}\ndata: {json.dumps(data, default=str, ensure_ascii=False)}\n\n"
 
 
-STREAM_FAILED = _("The turn failed after the reply started. The server log has the details under this error id.")
-
-
 def _sse(events, session_id: str = ""):
     try:
         for event in events:
@@ -196,13 +200,11 @@ def _sse(events, session_id: str = ""):
                 yield _sse_frame("replay", {"replay": event["replay"]})
             elif event.get("done"):
                 yield _sse_frame("done", serializers.TurnResponseSerializer.from_host(event["host"]))
-    except Exception:  # noqa: BLE001 - headers are out: report in-band
+    except Exception as exc:  # noqa: BLE001 - headers are out: report in-band
         # The client gets a sentence and an id, never the exception (its text may carry SQL, paths,
         # a provider's answer); the log line carries the same id and the traceback.
-        error_id = uuid.uuid4().hex[:12]
-        logger.exception("falai api: the stream of conversation %s failed after the first byte (error_id=%s)",
-                         session_id, error_id)
-        yield _sse_frame("error", {"detail": str(STREAM_FAILED), "error_id": error_id})
+        error_id = failures.report(exc, "the stream (after its first byte)", session_id)
+        yield _sse_frame("error", failures.body(error_id, failures.STREAM_FAILED))
 
 
 @extend_schema(tags=["sessions"], responses=answers(

@@ -348,7 +348,7 @@ class Session(_BlobModel):
         except ValidationError:
             try:
                 blob = json.loads(text)
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, RecursionError):  # nested past the decoder's stack: unreadable too
                 raise InvalidSessionError(session_id, "blob is not valid JSON") from None
             return cls._from_checked(blob, session_id)
         if session_id is not None and session.id != session_id:

@@ -27,6 +27,7 @@ from falai_django import conf
 from falai_django.engine.errors import InvalidSessionError
 from falai_django.engine.results import ScheduleEntry
 from falai_django.engine.session import Session
+from falai_django.host.inbox import public_turn_error
 from falai_django.host.inputs import handoff_of
 from falai_django.host.turns import context_for
 from falai_django.models import History, TurnRecord, Wake
@@ -142,7 +143,7 @@ def session_state(session_id: str, *, history_limit: int = 50, agent: Any = None
         ],
         "turns": [
             {"id": t.pk, "kind": t.kind, "input_key": t.input_key, "status": t.status, "replays": t.replays,
-             "received_at": t.received_at, "error": t.error}
+             "received_at": t.received_at, "error": public_turn_error(t.error)}
             for t in turns
         ],
     }

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -167,7 +168,34 @@ def park(record: TurnRecord, exc: Exception, replays: int) -> HostResult:
     logger.warning("falai host: %s for %s on %s; %s", type(exc).__name__, record.input_key,
                    record.conversation_id, "giving up" if give_up else f"retrying at {retry_at}")
     return HostResult(turn_id=record.pk, session_id=record.conversation_id, status=status, replays=replays,
-                      error=str(exc), retry_at=retry_at)
+                      error=public_error(exc), retry_at=retry_at)
+
+
+def public_error(exc: Exception) -> str:
+    """What the caller of a parked turn is told: a provider's classified (and redacted) reason as
+    it is; for a write that kept conflicting, a sentence, not the database's text (constraint
+    names, SQL). The run-log row keeps the full error for the operator."""
+    from falai_django.engine.errors import ProviderError
+
+    if isinstance(exc, ProviderError):
+        return str(exc)
+    return CONFLICT_SENTENCE
+
+
+CONFLICT_SENTENCE = "the conversation kept changing while the turn ran; it is retried later"
+INTERNAL_SENTENCE = "the turn failed on the server; the admin's run log and the server log have the details"
+_EXCEPTION_TEXT = re.compile(r"[A-Za-z_][\w.]*: ")  # how `park`/`fail` store an exception: "<Class>: <text>"
+
+
+def public_turn_error(stored: str) -> str:
+    """A run-log row's `error` as API clients and playground users may read it: the provider's
+    classified reason and the host's own sentences as stored; any other exception's text (an
+    action's, the database's) replaced by a sentence. The admin's run log shows the full text."""
+    if not stored or not _EXCEPTION_TEXT.match(stored) or stored.startswith("ProviderError: "):
+        return stored
+    if stored.startswith(("SessionConflictError: ", "IntegrityError: ")):
+        return CONFLICT_SENTENCE
+    return INTERNAL_SENTENCE
 
 
 def fail(record: TurnRecord, exc: Exception, replays: int) -> None:

@@ -13,6 +13,7 @@ a turn gets when the caller gives none. `handoff/` writes it; the turn only read
 from __future__ import annotations
 
 import json
+import reprlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,16 @@ from falai_django.models.sql import HANDOFF_KEY
 INPUT_KINDS = ("message", "wake", "event", "start")
 HANDOFF_MODES = ("stop", "skip", "understand")
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET", "__bool__": lambda self: False})()
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxdict, _SHOWN.maxlist, _SHOWN.maxstring, _SHOWN.maxother = 3, 4, 4, 60, 60
+
+
+def shown(value: Any) -> str:
+    """`repr(value)` cut short: three levels, a few items, 60 characters of text. An error message
+    quoting what the caller sent stays readable, and never walks a value of any depth."""
+    return _SHOWN.repr(value)
 
 
 class InputError(ValueError):
@@ -126,7 +137,7 @@ def parse_at(value: Any, name: str = "at", *, strict: bool = True) -> Any:
         return value
     if not strict and isinstance(value, int | float) and not isinstance(value, bool):
         return to_iso(value)  # epoch milliseconds
-    raise InputError(f"{name} must be an ISO 8601 time such as 2026-09-24T10:00:00Z, got {value!r}", name)
+    raise InputError(f"{name} must be an ISO 8601 time such as 2026-09-24T10:00:00Z, got {shown(value)}", name)
 
 
 def parse_turn_input(
@@ -183,7 +194,7 @@ def parse_turn_input(
         key=key[:1024],
         turn=turn,
         silenced=check_silenced(silenced),
-        context=context,
+        context=check_context(context),
         anchors=check_anchors(anchors),
         claims=check_claims(claims),
     )
@@ -200,7 +211,7 @@ def _text(value: Any, name: str, *, allow_empty: bool = False) -> str:
 
 def _hop(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InputError(f"hop must be a whole number of at least 0, got {value!r}", "hop")
+        raise InputError(f"hop must be a whole number of at least 0, got {shown(value)}", "hop")
     return value
 
 
@@ -217,6 +228,21 @@ def check_json(value: Any, name: str) -> Any:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InputError(f"{name} must be plain JSON ({exc})", name) from None
+    return value
+
+
+def check_context(value: Any) -> Any:
+    """`context`, returned as is: any value a Python caller hands over, but its dicts and lists
+    nested at most `FALAI["MAX_JSON_DEPTH"]` levels and never containing themselves (the
+    prompt and the templates read it)."""
+    if value is UNSET or value is None:
+        return value
+    try:
+        jsondepth.check(value, "context")
+    except jsondepth.JSONDepthError as exc:
+        raise InputError(str(exc), "context") from None
+    except ValueError as exc:  # a circle
+        raise InputError(f"context must be plain data ({exc})", "context") from None
     return value
 
 

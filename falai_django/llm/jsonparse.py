@@ -37,7 +37,10 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _loads(text: str, *, strict: bool) -> Any:
-    return json.loads(text, strict=strict, parse_constant=_refuse_constant)
+    try:
+        return json.loads(text, strict=strict, parse_constant=_refuse_constant)
+    except RecursionError:  # nested past the decoder's stack: as unreadable as any other bad JSON
+        raise ValueError("the JSON is nested too deeply to read") from None
 
 
 def _parse_lenient(text: str) -> Any:

@@ -14,6 +14,7 @@ from falai_django import conf, host
 from falai_django.handoff import HUMAN_KIND, HUMAN_REASON_PREFIX
 from falai_django.host import conversations, sandbox
 from falai_django.host.conversations import PendingWake
+from falai_django.host.inbox import public_turn_error
 from falai_django.playground import display
 
 
@@ -88,7 +89,7 @@ def snapshot(session_id: str, agent: Any = None) -> dict[str, Any]:
         "last_turn": None if last is None else {
             "id": last.pk, "kind": last.kind, "input_key": last.input_key, "status": last.status,
             "llm_calls": last.llm_calls, "outcomes": last.outcomes, "started": last.started,
-            "ended": last.ended, "skipped": last.skipped, "error": last.error,
+            "ended": last.ended, "skipped": last.skipped, "error": public_turn_error(last.error),
         },
         "wakes": [{"key": w.key, "at": _iso(w.at), "state": w.state, "at_display": display.when(w.at)}
                   for w in read.wakes],

@@ -176,7 +176,7 @@ def known_facts(prompt: str) -> dict[str, Any]:
     for slug, raw in re.findall(r"(?m)^- ([^:\n]+): (.+)$", body):
         try:
             facts[slug] = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             facts[slug] = raw
     return facts
 

@@ -165,7 +165,7 @@ def test_a_deep_value_in_an_api_body_is_a_400_naming_the_limit(renders_input, wh
     client = api_client()
     response = post_raw(client, what, json.dumps(body(nested(300))))
     assert response.status_code == 400, response.content[:300]
-    assert response.json() == {"detail": f"JSON parse error - the body is nested 301 levels deep; {LIMIT}"}
+    assert response.json() == {"detail": f"JSON parse error - a value in the body is nested 300 levels deep; {LIMIT}"}
     assert nothing_written()
 
 
@@ -175,33 +175,49 @@ def test_a_body_too_deep_to_parse_is_a_400_naming_its_depth(what):
            + deep_text(100_000) + "}"
     response = post_raw(api_client(), what, body)
     assert response.status_code == 400, response.content[:300]
-    assert response.json()["detail"] == f"JSON parse error - the body is nested 100001 levels deep; {LIMIT}"
+    assert response.json()["detail"] == f"JSON parse error - a value in the body is nested 100000 levels deep; {LIMIT}"
     assert nothing_written()
 
 
-def test_a_body_at_the_limit_runs_and_one_level_more_is_refused(renders_input):
-    """The body's own braces count: a payload 31 deep makes a body 32 deep."""
+@pytest.mark.parametrize(("what", "body", "text"), [
+    ("events", lambda value, n: {"event": "pago", "key": f"pay:{n}", "payload": value}, "Pago: "),
+    ("starts", lambda value, n: {"flow": "campanha", "key": f"camp:{n}", "input": value}, "Oferta: "),
+], ids=["event-payload", "start-input"])
+def test_a_value_at_the_limit_runs_and_one_level_more_is_refused(renders_input, what, body, text):
+    """The limit holds each value (as for a Python caller); the body's own braces are its envelope."""
     client = api_client()
-    over = post_raw(client, "events", json.dumps({"event": "pago", "key": "pay:2", "payload": {"x": nested(31)}}))
+    over = post_raw(client, what, json.dumps(body({"x": nested(32)}, 2)))
     assert over.status_code == 400
-    assert "nested 33 levels deep" in over.json()["detail"]
+    assert over.json() == {"detail": f"JSON parse error - a value in the body is nested 33 levels deep; {LIMIT}"}
     assert nothing_written()
-    at_limit = post_raw(client, "events", json.dumps({"event": "pago", "key": "pay:1", "payload": {"x": nested(30)}}))
+    at_limit = post_raw(client, what, json.dumps(body({"x": nested(31)}, 1)))
     assert at_limit.status_code == 200, at_limit.content[:300]
-    text = at_limit.json()["messages"][0]["text"]
-    assert text == "Pago: " + json.dumps(nested(30), separators=(",", ":"))
+    assert at_limit.json()["messages"][0]["text"] == text + json.dumps(nested(31), separators=(",", ":"))
+
+
+def test_a_context_at_the_limit_runs_and_one_level_more_is_refused(renders_input):
+    client = api_client()
+    over = post_raw(client, "messages", json.dumps({"text": "oi", "id": "wamid.2", "context": nested(33)}))
+    assert over.status_code == 400
+    assert "a value in the body is nested 33 levels deep; " + LIMIT in over.json()["detail"]
+    assert nothing_written()
+    at_limit = post_raw(client, "messages", json.dumps({"text": "oi", "id": "wamid.1", "context": nested(32)}))
+    assert at_limit.status_code == 200, at_limit.content[:300]
+    from falai_django.models import TurnRecord
+
+    assert TurnRecord.objects.get().input["context"] == nested(32)
 
 
 def test_the_limit_follows_the_setting(settings, renders_input):
     settings.FALAI = {**settings.FALAI, "MAX_JSON_DEPTH": 4}
     client = api_client()
-    refused = post_raw(client, "starts", json.dumps({"flow": "campanha", "key": "c:1", "input": {"x": nested(3)}}))
+    refused = post_raw(client, "starts", json.dumps({"flow": "campanha", "key": "c:1", "input": {"x": nested(4)}}))
     assert refused.status_code == 400
     assert refused.json()["detail"].endswith("nested 5 levels deep; the limit is 4 (FALAI['MAX_JSON_DEPTH'])")
     assert nothing_written()
-    taken = post_raw(client, "starts", json.dumps({"flow": "campanha", "key": "c:1", "input": {"x": nested(2)}}))
+    taken = post_raw(client, "starts", json.dumps({"flow": "campanha", "key": "c:1", "input": {"x": nested(3)}}))
     assert taken.status_code == 200, taken.content[:300]
-    assert taken.json()["messages"][0]["text"] == 'Oferta: {"x":{"x":"fundo"}}'
+    assert taken.json()["messages"][0]["text"] == 'Oferta: {"x":{"x":{"x":"fundo"}}}'
 
 
 def test_a_python_caller_gets_an_input_error_naming_the_field_and_the_limit(renders_input):
@@ -224,6 +240,41 @@ def test_a_python_caller_gets_an_input_error_naming_the_field_and_the_limit(rend
     assert result.result.messages[0].text == "Pago: " + json.dumps(nested(31), separators=(",", ":"))
 
 
+def test_a_python_callers_context_is_held_to_the_limit(renders_input):
+    from falai_django import host
+
+    for context in (nested(33), nested(5000)):
+        with pytest.raises(host.InputError) as caught:
+            host.handle(SID, {"message": "oi", "id": "m1"}, context=context)
+        assert caught.value.field == "context"
+        assert str(caught.value) == f"context is nested {jsondepth.depth(context)} levels deep; {LIMIT}"
+    circle: dict = {}
+    circle["x"] = [circle]
+    with pytest.raises(host.InputError, match="context must be plain data .*circular"):
+        host.handle(SID, {"message": "oi", "id": "m1"}, context=circle)
+    assert nothing_written()
+    result = host.handle(SID, {"message": "oi", "id": "m1"}, context=nested(32))
+    assert result.status == "done"
+    from falai_django.models import TurnRecord
+
+    assert TurnRecord.objects.get().input["context"] == nested(32)
+
+
+@pytest.mark.parametrize(("turn_input", "field"), [
+    ({"message": "oi", "at": nested(5000)}, "at"),
+    ({"event": "pago", "key": "pay:1", "hop": nested(5000)}, "hop"),
+], ids=["at", "hop"])
+def test_an_error_quoting_a_deep_value_quotes_its_start(renders_input, turn_input, field):
+    """The message shows what was sent, cut to three levels: never a walk of the whole value."""
+    from falai_django import host
+
+    with pytest.raises(host.InputError) as caught:
+        host.handle(SID, turn_input)
+    assert caught.value.field == field
+    assert str(caught.value).endswith("got {'x': {'x': {'x': {...}}}}")
+    assert nothing_written()
+
+
 # ------------------------------------------------------------------------------------ templates
 
 
@@ -243,6 +294,29 @@ def test_the_renderer_writes_a_value_of_any_depth_without_recursion():
     assert templates.render_deep({"msg": "{{input.x.x.x.x}}"}, scope)["msg"].startswith('{"x":{"x":')
 
 
+def test_json_too_deep_for_the_decoder_is_unreadable_text_not_a_recursion_error():
+    """A model's answer, a stored blob, a fact in the offline provider's prompt: read with `json`,
+    whose decoder runs out of stack past about a thousand levels."""
+    from falai_django.engine.errors import InvalidSessionError
+    from falai_django.engine.session import Session
+    from falai_django.llm.jsonparse import (
+        extract_embedded_json_object,
+        parse_json_response,
+        try_parse_json_response,
+    )
+    from falai_django.providers.offline import known_facts
+
+    deep = deep_text(100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        parse_json_response('{"message": ' + deep + "}")
+    assert try_parse_json_response(deep) is None
+    assert extract_embedded_json_object('Oi {"a": ' + deep + "} e {\"b\": 1}") == {"b": 1}
+    blob = '{"v": 4, "id": "s1", "data": {"a": ' + deep + "}}"
+    with pytest.raises(InvalidSessionError, match="not valid JSON"):
+        Session.from_json_text(blob, "s1")
+    assert known_facts("## Already known\n- cor: " + deep + "\n- nome: \"Ana\"\n") == {"cor": deep, "nome": "Ana"}
+
+
 # ------------------------------------------------------------------------------------ flows
 
 
@@ -250,11 +324,25 @@ def test_put_flow_with_a_deep_spec_is_a_400_and_saves_nothing():
     from falai_django.models import Flow
 
     client = kit.token_client("author", "view_flow", "change_flow", "add_flow")
-    spec = {"id": "fundo", "name": "Fundo", "steps": [{"id": "oi", "say": "Oi"}], "x": nested(300)}
-    response = client.put("/falai/flows/fundo", data=json.dumps({"spec": spec}), content_type="application/json")
-    assert response.status_code == 400, response.content[:300]
-    assert response.json() == {"detail": f"JSON parse error - the body is nested 302 levels deep; {LIMIT}"}
+    for levels, depth in ((300, 301), (32, 33)):  # the spec's own braces count: x at 32 is a spec 33 deep
+        spec = {"id": "fundo", "name": "Fundo", "steps": [{"id": "oi", "say": "Oi"}], "x": nested(levels)}
+        response = client.put("/falai/flows/fundo", data=json.dumps({"spec": spec}), content_type="application/json")
+        assert response.status_code == 400, response.content[:300]
+        assert response.json() == {"detail": f"JSON parse error - a value in the body is nested {depth} levels deep; "
+                                             f"{LIMIT}"}
     assert not Flow.objects.exists()
+
+
+def test_put_flow_with_a_spec_at_the_limit_is_saved():
+    from falai_django.models import Flow
+
+    client = kit.token_client("author", "view_flow", "change_flow", "add_flow")
+    spec = {"id": "fundo", "name": "Fundo", "steps": [{"id": "oi", "say": "Oi"}], "x": nested(31)}
+    assert jsondepth.depth(spec) == 32
+    response = client.put("/falai/flows/fundo", data=json.dumps({"spec": spec}), content_type="application/json")
+    assert response.status_code == 200, response.content[:300]
+    assert Flow.objects.get().spec == spec
+    assert client.get("/falai/flows/fundo").json()["spec"] == spec
 
 
 def test_the_flow_model_refuses_a_deep_spec_before_checking_it():
@@ -435,3 +523,97 @@ def test_two_stream_failures_get_two_error_ids(monkeypatch):
         last = b"".join(response.streaming_content).decode().strip().split("\n\n")[-1]
         ids.add(json.loads(last.split("data: ", 1)[1])["error_id"])
     assert len(ids) == 2
+
+
+# ------------------------------------------------------------------------------------ internal errors
+
+CANARY = "SELECT secret FROM vault WHERE token='tok_CANARY_77'"
+
+
+@pytest.fixture
+def failing_turns(monkeypatch):
+    """The kit's agent, whose turns raise an error carrying internal text once `broken` is set."""
+    agent = kit.current_agent()
+    broken = {"on": False}
+    turn, turn_stream = agent.turn, agent.turn_stream
+
+    def check() -> None:
+        if broken["on"]:
+            raise RuntimeError(CANARY)
+
+    def failing_turn(**kwargs):
+        check()
+        return turn(**kwargs)
+
+    def failing_stream(**kwargs):
+        check()
+        yield from turn_stream(**kwargs)
+
+    monkeypatch.setattr(agent, "turn", failing_turn)
+    monkeypatch.setattr(agent, "turn_stream", failing_stream)
+    return broken
+
+
+@pytest.mark.parametrize("what", ["messages", "messages/stream"])
+@pytest.mark.parametrize("debug", [False, True], ids=["debug-off", "debug-on"])
+def test_a_failing_turn_is_a_json_500_with_an_error_id_and_the_text_stays_in_the_log(
+        settings, failing_turns, what, debug):
+    """Before the stream's first byte too: never Django's page (with DEBUG on, a traceback)."""
+    from falai_django.api import failures
+    from falai_django.models import TurnRecord
+
+    settings.DEBUG = debug
+    client = api_client()
+    assert post_raw(client, "messages", json.dumps({"text": "oi", "id": "wamid.1"})).status_code == 200
+    failing_turns["on"] = True
+    with Lines("falai_django.api") as log:
+        response = post_raw(client, what, json.dumps({"text": "meu nome é Ana", "id": "wamid.2"}))
+    assert response.status_code == 500
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert body == {"detail": str(failures.REQUEST_FAILED), "error_id": body["error_id"]}
+    assert re.fullmatch(r"[0-9a-f]{12}", body["error_id"])
+    assert "CANARY" not in response.content.decode()
+    [record] = [r for r in log.records if r.levelno == logging.ERROR]
+    assert body["error_id"] in record.getMessage() and SID in record.getMessage()
+    assert record.exc_info and CANARY in str(record.exc_info[1])
+    failed = TurnRecord.objects.get(input_key="wamid.2")
+    assert failed.status == "failed" and failed.error == f"RuntimeError: {CANARY}"  # the operator's run log
+
+    state = client.get(kit.api_url(SID))  # the API's view of the run log: a sentence, not the text
+    assert state.status_code == 200
+    errors = {turn["input_key"]: turn["error"] for turn in state.json()["turns"]}
+    assert errors == {"wamid.1": "", "wamid.2": "the turn failed on the server; the admin's run log and the "
+                                                "server log have the details"}
+    assert "CANARY" not in state.content.decode()
+
+
+def test_the_public_turn_error_keeps_reasons_and_hides_exception_text():
+    from falai_django.host.inbox import CONFLICT_SENTENCE, INTERNAL_SENTENCE, public_turn_error
+
+    assert public_turn_error("") == ""
+    assert public_turn_error("ProviderError: rate limited (retry after 4 s)") == \
+        "ProviderError: rate limited (retry after 4 s)"
+    assert public_turn_error("waited too long for the earlier inputs of this conversation") == \
+        "waited too long for the earlier inputs of this conversation"
+    assert public_turn_error('IntegrityError: duplicate key value violates unique constraint "falai_turn_pkey"') \
+        == CONFLICT_SENTENCE
+    assert public_turn_error("SessionConflictError: expected 3, found 4") == CONFLICT_SENTENCE
+    assert public_turn_error(f"psycopg.errors.UndefinedTable: {CANARY}") == INTERNAL_SENTENCE
+    assert public_turn_error(f"KeyError: {CANARY}") == INTERNAL_SENTENCE
+
+
+def test_the_playground_answers_a_failing_event_with_an_error_id(admin_client, failing_turns):
+    from falai_django.api import failures
+
+    failing_turns["on"] = True
+    with Lines("falai_django.api") as log:
+        response = admin_client.post(reverse("falai:playground-event"), {"event": "pago", "payload": "{}"})
+    assert response.status_code == 500
+    body = response.json()
+    assert body == {"error": str(failures.REQUEST_FAILED), "error_id": body["error_id"]}
+    assert "CANARY" not in response.content.decode()
+    [record] = [r for r in log.records if r.levelno == logging.ERROR]
+    assert body["error_id"] in record.getMessage() and CANARY in str(record.exc_info[1])
+    state = admin_client.get(reverse("falai:playground-state"))
+    assert state.status_code == 200 and "CANARY" not in state.content.decode()
