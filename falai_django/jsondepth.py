@@ -91,33 +91,31 @@ def text_depth(text: str | bytes) -> int:
     return max(0, max(accumulate(_STEP[char] for char in brackets)))
 
 
+def _refuse_past(found: int, limit: int | None, what: str) -> None:
+    """Raise `JSONDepthError` when `found` is past `limit` (default `max_depth()`)."""
+    limit = max_depth() if limit is None else limit
+    if found > limit:
+        raise JSONDepthError(found, limit, what)
+
+
 def check(value: Any, what: str = "the JSON", limit: int | None = None) -> Any:
     """`value`, returned as is when it nests at most `limit` (default `max_depth()`) levels.
 
     Raises `JSONDepthError` naming the depth and the limit.
     """
-    limit = max_depth() if limit is None else limit
-    found = depth(value)
-    if found > limit:
-        raise JSONDepthError(found, limit, what)
+    _refuse_past(depth(value), limit, what)
     return value
 
 
 def check_text(text: str | bytes, what: str = "the JSON", limit: int | None = None) -> None:
     """Refuse JSON text nested deeper than `limit` before it is parsed (`JSONDepthError`)."""
-    limit = max_depth() if limit is None else limit
-    found = text_depth(text)
-    if found > limit:
-        raise JSONDepthError(found, limit, what)
+    _refuse_past(text_depth(text), limit, what)
 
 
 def check_body_text(text: str | bytes, what: str = "a value in the body", limit: int | None = None) -> None:
     """Refuse an API body whose values nest deeper than `limit`: the body's own object or array is
     the envelope, so its text may be `limit + 1` deep. The error names the values' depth."""
-    limit = max_depth() if limit is None else limit
-    found = text_depth(text)
-    if found > limit + 1:
-        raise JSONDepthError(found - 1, limit, what)
+    _refuse_past(text_depth(text) - 1, limit, what)
 
 
 def loads(text: str | bytes, what: str = "the body", limit: int | None = None, **kwargs: Any) -> Any:

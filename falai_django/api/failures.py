@@ -18,6 +18,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.utils.translation import gettext_lazy as _
 
+from falai_django.host import outages
+
 logger = logging.getLogger("falai_django.api")
 
 REQUEST_FAILED = _("The request failed on the server. The server log has the details under this error id.")
@@ -46,23 +48,23 @@ def body(error_id: str, sentence: object = REQUEST_FAILED, key: str = "detail") 
     return {key: str(sentence), "error_id": error_id}
 
 
-def answer_500_with_an_id(view: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a plain Django view that answers JSON (the playground's): an unexpected error is a
-    JSON 500 `{"error": sentence, "error_id"}`, logged under the id. A database or broker away is
-    left to `outages.answer_503_when_down` (put this one inside it), 404 and 403 to Django."""
+def answer_json_errors(view: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a plain Django view that answers JSON (the playground's), outermost: a database or
+    broker away is the API's 503 (`outages.refusal`); any other unexpected error a JSON 500
+    `{"error": sentence, "error_id"}`, logged under the id; 404 and 403 are left to Django."""
 
     @functools.wraps(view)
     def wrapped(request: Any, *args: Any, **kwargs: Any) -> Any:
-        from falai_django.host import outages
-
         try:
             return view(request, *args, **kwargs)
         except (Http404, PermissionDenied):
             raise
         except Exception as exc:
-            if outages.dependency_down(exc) is not None:
-                raise
-            error_id = report(exc, f"{request.method} {request.path}", kwargs.get("session_id"))
+            session_id = kwargs.get("session_id")
+            refused = outages.refusal(request, exc, session_id)
+            if refused is not None:
+                return refused
+            error_id = report(exc, f"{request.method} {request.path}", session_id)
             return JsonResponse(body(error_id, key="error"), status=500)
 
     return wrapped

@@ -156,7 +156,7 @@ def park(record: TurnRecord, exc: Exception, replays: int) -> HostResult:
         attempts=record.attempts + 1,
         replays=F("replays") + replays,
         next_attempt_at=None if wake is not None else retry_at,
-        error=f"{type(exc).__name__}: {exc}",
+        error=stored_error(exc),
     )
     if wake is not None:
         if give_up:
@@ -171,20 +171,23 @@ def park(record: TurnRecord, exc: Exception, replays: int) -> HostResult:
                       error=public_error(exc), retry_at=retry_at)
 
 
+def stored_error(exc: BaseException) -> str:
+    """How the run log keeps an error: `<Class>: <text>`, in full, for the operator."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def public_error(exc: Exception) -> str:
     """What the caller of a parked turn is told: a provider's classified (and redacted) reason as
-    it is; for a write that kept conflicting, a sentence, not the database's text (constraint
-    names, SQL). The run-log row keeps the full error for the operator."""
+    it is, anything else as `public_turn_error` words its run-log entry (a write that kept
+    conflicting: a sentence, not the database's constraint names or SQL)."""
     from falai_django.engine.errors import ProviderError
 
-    if isinstance(exc, ProviderError):
-        return str(exc)
-    return CONFLICT_SENTENCE
+    return str(exc) if isinstance(exc, ProviderError) else public_turn_error(stored_error(exc))
 
 
 CONFLICT_SENTENCE = "the conversation kept changing while the turn ran; it is retried later"
 INTERNAL_SENTENCE = "the turn failed on the server; the admin's run log and the server log have the details"
-_EXCEPTION_TEXT = re.compile(r"[A-Za-z_][\w.]*: ")  # how `park`/`fail` store an exception: "<Class>: <text>"
+_EXCEPTION_TEXT = re.compile(r"[A-Za-z_][\w.]*: ")  # an exception as `stored_error` keeps it
 
 
 def public_turn_error(stored: str) -> str:
@@ -207,7 +210,7 @@ def fail(record: TurnRecord, exc: Exception, replays: int) -> None:
         attempts=F("attempts") + 1,
         replays=F("replays") + replays,
         finished_at=timezone.now(),
-        error=f"{type(exc).__name__}: {exc}",
+        error=stored_error(exc),
     )
     record.status = TurnRecord.Status.FAILED
 

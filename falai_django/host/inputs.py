@@ -215,15 +215,22 @@ def _hop(value: Any) -> int:
     return value
 
 
-def check_json(value: Any, name: str) -> Any:
-    """A JSON value (what the inbox row and the engine can hold) nested at most
-    `FALAI["MAX_JSON_DEPTH"]` levels, returned as is."""
+def _bounded(value: Any, name: str, kind: str) -> Any:
+    """`value` when its dicts and lists nest at most `FALAI["MAX_JSON_DEPTH"]` levels and never
+    contain themselves; else an `InputError` naming `name` (`kind`: what it must be, for a circle)."""
     try:
-        jsondepth.check(value, name)  # first: it walks without recursion, and refuses a circle
+        jsondepth.check(value, name)  # walks without recursion, and refuses a circle
     except jsondepth.JSONDepthError as exc:
         raise InputError(str(exc), name) from None
     except ValueError as exc:
-        raise InputError(f"{name} must be plain JSON ({exc})", name) from None
+        raise InputError(f"{name} must be plain {kind} ({exc})", name) from None
+    return value
+
+
+def check_json(value: Any, name: str) -> Any:
+    """A JSON value (what the inbox row and the engine can hold) nested at most
+    `FALAI["MAX_JSON_DEPTH"]` levels, returned as is."""
+    _bounded(value, name, "JSON")  # first: the encoder below recurses
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -233,17 +240,10 @@ def check_json(value: Any, name: str) -> Any:
 
 def check_context(value: Any) -> Any:
     """`context`, returned as is: any value a Python caller hands over, but its dicts and lists
-    nested at most `FALAI["MAX_JSON_DEPTH"]` levels and never containing themselves (the
-    prompt and the templates read it)."""
+    bounded like a payload's (the prompt and the templates read it)."""
     if value is UNSET or value is None:
         return value
-    try:
-        jsondepth.check(value, "context")
-    except jsondepth.JSONDepthError as exc:
-        raise InputError(str(exc), "context") from None
-    except ValueError as exc:  # a circle
-        raise InputError(f"context must be plain data ({exc})", "context") from None
-    return value
+    return _bounded(value, "context", "data")
 
 
 def is_json(value: Any) -> bool:

@@ -27,9 +27,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from falai_django import conf, host, jsondepth
-from falai_django.api.failures import answer_500_with_an_id
+from falai_django.api.failures import answer_json_errors
 from falai_django.host import sandbox
-from falai_django.host.outages import answer_503_when_down
 from falai_django.playground.drive import fast_forward, provider_label, send_event, snapshot
 
 SESSION_KEY = "falai_playground_session"
@@ -72,10 +71,9 @@ def page(request: HttpRequest) -> HttpResponse:
     })
 
 
-@answer_503_when_down
+@answer_json_errors
 @staff_member_required
 @require_GET
-@answer_500_with_an_id
 def state(request: HttpRequest) -> JsonResponse:
     return JsonResponse(snapshot(_session_id(request)), json_dumps_params={"ensure_ascii": False})
 
@@ -87,10 +85,9 @@ def _refused(request: HttpRequest) -> JsonResponse | None:
     return JsonResponse({"error": "You need the 'change conversation' permission."}, status=403)
 
 
-@answer_503_when_down
+@answer_json_errors
 @staff_member_required
 @require_POST
-@answer_500_with_an_id
 def fast_forward_view(request: HttpRequest) -> JsonResponse:
     if refused := _refused(request):
         return refused
@@ -99,10 +96,9 @@ def fast_forward_view(request: HttpRequest) -> JsonResponse:
     return JsonResponse({**payload, "state": snapshot(sid)}, json_dumps_params={"ensure_ascii": False})
 
 
-@answer_503_when_down
+@answer_json_errors
 @staff_member_required
 @require_POST
-@answer_500_with_an_id
 def event_view(request: HttpRequest) -> JsonResponse:
     if refused := _refused(request):
         return refused
