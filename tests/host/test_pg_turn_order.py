@@ -11,10 +11,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 
 def test_twenty_messages_per_conversation_at_eight_workers_are_processed_in_order():
-    burst(conversations=6, messages=20, workers=8)
+    burst(conversations=10, messages=20, workers=8)
 
 
 def test_webhooks_and_api_calls_mixed_at_eight_workers_keep_the_order():
     """Every fourth message through the API (in-line, answered with its turn) while the workers
     run the webhooks' inputs: neither overtakes the other."""
-    burst(conversations=6, messages=20, workers=8, seed=29, in_line_every=4)
+    burst(conversations=10, messages=20, workers=8, seed=29, in_line_every=4)

@@ -1,0 +1,123 @@
+"""Issue 44 end to end: WhatsApp webhooks in, a real django-q2 cluster of eight workers, and each
+customer's messages understood in the order they were sent.
+
+Ten customers write at once, each sending twenty messages one after another, every message its
+own signed webhook (as Meta delivers them: the next one after the last was answered). The
+webhook stores the input and queues its task; `manage.py qcluster` with eight worker processes
+(Redis broker, as the README recommends for load) runs them. Before issue 44, two workers could
+take two inputs of one conversation at once and the later one could be understood first.
+Afterwards every input is done, and each conversation's transcript, the session's `inputs` and
+the run log's saved versions follow the send order.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from django.db import connections
+from django.test import Client
+
+from falai_django import conf
+from falai_django.models import HistoryItem, TurnRecord
+from falai_django.stores.django import DjangoStore
+
+from .test_pg_cluster import _dsn, _kill, _start_cluster
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
+
+CUSTOMERS = 10
+MESSAGES = 20
+WORKERS = 8
+
+
+@pytest.fixture
+def cluster(monkeypatch, settings, redis_url):
+    """A real `qcluster` of WORKERS processes on the Redis broker, named for this test."""
+    import os
+
+    from django_q.conf import Conf
+
+    from .test_pg_cluster import ROOT
+
+    name = f"falai-order-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(Conf, "SYNC", False)
+    monkeypatch.setattr(Conf, "PREFIX", name)
+    monkeypatch.setattr(Conf, "CLUSTER_NAME", name)
+    monkeypatch.setattr(Conf, "ORM", None)
+    monkeypatch.setattr(Conf, "REDIS", redis_url)
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "host.cluster_settings",
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]), "DATABASE_URL": _dsn(),
+           "FALAI_TEST_Q_NAME": name, "FALAI_TEST_Q_REDIS": redis_url, "FALAI_TEST_Q_WORKERS": str(WORKERS),
+           "FALAI_TEST_SENT_LOG": os.devnull}
+    from whatsapp import payloads
+
+    settings.FALAI = {**settings.FALAI, "WHATSAPP": {"PHONE_NUMBER_ID": payloads.PHONE_NUMBER_ID,
+                                                     "ACCESS_TOKEN": "t", "APP_SECRET": payloads.APP_SECRET,
+                                                     "VERIFY_TOKEN": "v"}}
+    conf.clear_cache()
+    process = _start_cluster(env)
+    yield process
+    _kill(process)
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.delete(name)
+    client.close()
+
+
+def _customer(wa_id: str, failures: list[str]) -> None:
+    """One customer: twenty messages, each its own webhook, each sent once the last was answered."""
+    from whatsapp import payloads
+
+    client = Client()
+    try:
+        for i in range(MESSAGES):
+            message = payloads.text(f"mensagem {i:02d}", f"wamid.{wa_id}.{i:02d}", "2026-12-06T10:00:00Z",
+                                    wa_id=wa_id)
+            response = payloads.deliver(client, payloads.envelope([message], wa_id=wa_id))
+            if response.status_code != 200:
+                failures.append(f"{wa_id} message {i}: {response.status_code} {response.content[:200]!r}")
+    except Exception as exc:  # noqa: BLE001 - asserted on below
+        failures.append(f"{wa_id}: {exc!r}")
+    finally:
+        connections.close_all()
+
+
+def test_ten_customers_twenty_webhooks_each_at_eight_workers_are_understood_in_order(cluster):
+    customers = [f"55119{n:08d}" for n in range(CUSTOMERS)]
+    failures: list[str] = []
+    threads = [threading.Thread(target=_customer, args=(wa_id, failures)) for wa_id in customers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert failures == []
+    assert TurnRecord.objects.filter(conversation_id__in=customers).count() == CUSTOMERS * MESSAGES
+
+    deadline = time.monotonic() + 120
+    while TurnRecord.objects.filter(conversation_id__in=customers).exclude(status="done").exists():
+        assert cluster.poll() is None, "the cluster exited"
+        if time.monotonic() > deadline:
+            left = dict(TurnRecord.objects.filter(conversation_id__in=customers).exclude(status="done")
+                        .values_list("input_key", "status")[:20])
+            pytest.fail(f"inputs not processed after 120 s: {left}")
+        time.sleep(0.2)
+
+    store = DjangoStore()
+    violations: dict[str, int] = {}
+    for wa_id in customers:
+        sent = [f"wamid.{wa_id}.{i:02d}" for i in range(MESSAGES)]
+        transcript = list(HistoryItem.objects.filter(conversation_id=wa_id, role="user").order_by("id")
+                          .values_list("message_key", flat=True))
+        inputs = store.load(wa_id).inputs[-MESSAGES:]
+        by_version = [key for key, _ in sorted(TurnRecord.objects.filter(conversation_id=wa_id)
+                                               .values_list("input_key", "version"), key=lambda kv: kv[1])]
+        for what, seen in (("transcript", transcript), ("inputs", inputs), ("saved versions", by_version)):
+            assert sorted(seen) == sent, f"{wa_id}: the {what} lack messages: {seen}"
+            late = sum(1 for a, b in zip(seen, seen[1:], strict=False) if a > b)
+            if late:
+                violations[f"{wa_id} ({what})"] = late
+    assert violations == {}, f"{sum(violations.values())} order violations: {violations}"
