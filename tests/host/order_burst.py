@@ -109,20 +109,25 @@ def burst(*, conversations: int, messages: int, workers: int, seed: int = 28, in
     assert len(statuses) == conversations * messages
     assert {key: status for key, status in statuses.items() if status != "done"} == {}
 
-    # An order violation: a message understood right after one sent later than it (the count the
-    # issue's "81 order violations" was), in the transcript, the session's inputs or the saved versions.
-    store = DjangoStore()
     violations: dict[str, int] = {}
     for sid in sids:
-        sent = [f"{sid}.{i:02d}" for i in range(messages)]
-        transcript = list(HistoryItem.objects.filter(conversation_id=sid, role="user").order_by("id")
-                          .values_list("message_key", flat=True))
-        inputs = store.load(sid).inputs[-messages:]
-        by_version = [key for key, _ in sorted(TurnRecord.objects.filter(conversation_id=sid)
-                                               .values_list("input_key", "version"), key=lambda kv: kv[1])]
-        for what, seen in (("transcript", transcript), ("inputs", inputs), ("saved versions", by_version)):
-            assert sorted(seen) == sent, f"{sid}: the {what} lack messages"
-            late = sum(1 for a, b in zip(seen, seen[1:], strict=False) if a > b)
-            if late:
-                violations[f"{sid} ({what})"] = late
+        violations.update(order_violations(sid, [f"{sid}.{i:02d}" for i in range(messages)]))
     assert violations == {}, f"{sum(violations.values())} order violations: {violations}"
+
+
+def order_violations(sid: str, sent: list[str]) -> dict[str, int]:
+    """A conversation's order violations: a message understood right after one sent later than it
+    (the count the issue's "81 order violations" was), in the transcript, the session's inputs and
+    the saved versions, by where each was seen. `sent`: the input keys in send order, sortable."""
+    transcript = list(HistoryItem.objects.filter(conversation_id=sid, role="user").order_by("id")
+                      .values_list("message_key", flat=True))
+    inputs = DjangoStore().load(sid).inputs[-len(sent):]
+    by_version = [key for key, _ in sorted(TurnRecord.objects.filter(conversation_id=sid)
+                                           .values_list("input_key", "version"), key=lambda kv: kv[1])]
+    violations = {}
+    for what, seen in (("transcript", transcript), ("inputs", inputs), ("saved versions", by_version)):
+        assert sorted(seen) == sent, f"{sid}: the {what} lack messages: {seen}"
+        late = sum(1 for a, b in zip(seen, seen[1:], strict=False) if a > b)
+        if late:
+            violations[f"{sid} ({what})"] = late
+    return violations

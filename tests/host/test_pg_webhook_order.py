@@ -21,9 +21,9 @@ from django.db import connections
 from django.test import Client
 
 from falai_django import conf
-from falai_django.models import HistoryItem, TurnRecord
-from falai_django.stores.django import DjangoStore
+from falai_django.models import TurnRecord
 
+from .order_burst import order_violations
 from .test_pg_cluster import _dsn, _kill, _start_cluster
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
@@ -106,18 +106,7 @@ def test_ten_customers_twenty_webhooks_each_at_eight_workers_are_understood_in_o
             pytest.fail(f"inputs not processed after 120 s: {left}")
         time.sleep(0.2)
 
-    store = DjangoStore()
     violations: dict[str, int] = {}
     for wa_id in customers:
-        sent = [f"wamid.{wa_id}.{i:02d}" for i in range(MESSAGES)]
-        transcript = list(HistoryItem.objects.filter(conversation_id=wa_id, role="user").order_by("id")
-                          .values_list("message_key", flat=True))
-        inputs = store.load(wa_id).inputs[-MESSAGES:]
-        by_version = [key for key, _ in sorted(TurnRecord.objects.filter(conversation_id=wa_id)
-                                               .values_list("input_key", "version"), key=lambda kv: kv[1])]
-        for what, seen in (("transcript", transcript), ("inputs", inputs), ("saved versions", by_version)):
-            assert sorted(seen) == sent, f"{wa_id}: the {what} lack messages: {seen}"
-            late = sum(1 for a, b in zip(seen, seen[1:], strict=False) if a > b)
-            if late:
-                violations[f"{wa_id} ({what})"] = late
+        violations.update(order_violations(wa_id, [f"wamid.{wa_id}.{i:02d}" for i in range(MESSAGES)]))
     assert violations == {}, f"{sum(violations.values())} order violations: {violations}"
