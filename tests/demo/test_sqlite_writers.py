@@ -102,8 +102,9 @@ class Browser:
     def csrf(self) -> str:
         return next(c.value for c in self.jar if c.name == "csrftoken")
 
-    def open(self, path: str, data: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, str]:
-        request = urllib.request.Request(self.base + path, data=data,
+    def open(self, path: str, data: bytes | None = None, headers: dict[str, str] | None = None,
+             method: str | None = None) -> tuple[int, str]:
+        request = urllib.request.Request(self.base + path, data=data, method=method,
                                          headers={"Referer": self.base + path, **(headers or {})})
         try:
             with self.opener.open(request, timeout=60) as answer:
@@ -119,14 +120,8 @@ class Browser:
         assert status == 200 and "Log out" in page, f"the printed password did not log in ({status})"
 
     def json(self, method: str, path: str, body: dict) -> tuple[int, str]:
-        request = urllib.request.Request(self.base + path, data=json.dumps(body).encode(), method=method,
-                                         headers={"Content-Type": "application/json", "X-CSRFToken": self.csrf(),
-                                                  "Referer": self.base + path})
-        try:
-            with self.opener.open(request, timeout=60) as answer:
-                return answer.status, answer.read().decode(errors="replace")
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode(errors="replace")
+        return self.open(path, json.dumps(body).encode(), {"Content-Type": "application/json",
+                                                           "X-CSRFToken": self.csrf()}, method)
 
 
 def save_in_admin(browser: Browser, flow_id: str, name: str) -> int:

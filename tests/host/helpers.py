@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from django.test import Client
@@ -61,3 +66,71 @@ def redis_broker(client: Any) -> Any:
     broker.list_key = "falai-test"
     broker.connection = client
     return broker
+
+
+def whatsapp_configured(settings: Any) -> None:
+    """WhatsApp set up with the test payloads' number and app secret (signed deliveries verify)."""
+    from whatsapp import payloads
+
+    from falai_django import conf
+
+    settings.FALAI = {**settings.FALAI, "WHATSAPP": {"PHONE_NUMBER_ID": payloads.PHONE_NUMBER_ID,
+                                                     "ACCESS_TOKEN": "t", "APP_SECRET": payloads.APP_SECRET,
+                                                     "VERIFY_TOKEN": "v"}}
+    conf.clear_cache()
+
+
+# A real `manage.py qcluster` (tests/host/cluster_settings.py) beside the test process.
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cluster_env(monkeypatch: Any, name: str, redis_url: str | None = None, **extra: str) -> dict[str, str]:
+    """Point this process's django-q2 at a cluster named `name` (the ORM broker, or Redis at
+    `redis_url`) and return the environment its `qcluster` runs with (`extra` added)."""
+    from django.db import connection
+    from django_q.conf import Conf
+
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "host.cluster_settings",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]),
+        "DATABASE_URL": f"postgresql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
+        "FALAI_TEST_Q_NAME": name,
+        **extra,
+    }
+    monkeypatch.setattr(Conf, "SYNC", False)
+    monkeypatch.setattr(Conf, "PREFIX", name)
+    monkeypatch.setattr(Conf, "CLUSTER_NAME", name)
+    if redis_url:
+        env["FALAI_TEST_Q_REDIS"] = redis_url
+        monkeypatch.setattr(Conf, "ORM", None)
+        monkeypatch.setattr(Conf, "REDIS", redis_url)
+    return env
+
+
+def start_cluster(env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+
+
+def kill(process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    try:
+        os.killpg(process.pid, sig)
+        process.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def drop_redis_queue(redis_url: str, name: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.delete(name)
+    client.close()

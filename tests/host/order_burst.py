@@ -109,25 +109,26 @@ def burst(*, conversations: int, messages: int, workers: int, seed: int = 28, in
     assert len(statuses) == conversations * messages
     assert {key: status for key, status in statuses.items() if status != "done"} == {}
 
+    assert_in_order({sid: [f"{sid}.{i:02d}" for i in range(messages)] for sid in sids})
+
+
+def assert_in_order(sent: dict[str, list[str]]) -> None:
+    """Each conversation's inputs (`sent`: conversation id -> its input keys in send order, which
+    sort in that order) were received in that order and processed in it: no order violation, a
+    message understood right after one sent later than it (the count the issue's "81 order
+    violations" was), in the transcript, the session's inputs or the saved versions."""
+    store = DjangoStore()
     violations: dict[str, int] = {}
-    for sid in sids:
-        violations.update(order_violations(sid, [f"{sid}.{i:02d}" for i in range(messages)]))
+    for sid, keys in sent.items():
+        turns = list(TurnRecord.objects.filter(conversation_id=sid).order_by("id").values_list("input_key", "version"))
+        assert [key for key, _ in turns] == keys, f"{sid}: the inputs were not received in send order"
+        transcript = list(HistoryItem.objects.filter(conversation_id=sid, role="user").order_by("id")
+                          .values_list("message_key", flat=True))
+        by_version = [key for key, _ in sorted(turns, key=lambda kv: kv[1])]
+        for what, seen in (("transcript", transcript), ("inputs", store.load(sid).inputs[-len(keys):]),
+                           ("saved versions", by_version)):
+            assert sorted(seen) == keys, f"{sid}: the {what} lack messages: {seen}"
+            late = sum(1 for a, b in zip(seen, seen[1:], strict=False) if a > b)
+            if late:
+                violations[f"{sid} ({what})"] = late
     assert violations == {}, f"{sum(violations.values())} order violations: {violations}"
-
-
-def order_violations(sid: str, sent: list[str]) -> dict[str, int]:
-    """A conversation's order violations: a message understood right after one sent later than it
-    (the count the issue's "81 order violations" was), in the transcript, the session's inputs and
-    the saved versions, by where each was seen. `sent`: the input keys in send order, sortable."""
-    transcript = list(HistoryItem.objects.filter(conversation_id=sid, role="user").order_by("id")
-                      .values_list("message_key", flat=True))
-    inputs = DjangoStore().load(sid).inputs[-len(sent):]
-    by_version = [key for key, _ in sorted(TurnRecord.objects.filter(conversation_id=sid)
-                                           .values_list("input_key", "version"), key=lambda kv: kv[1])]
-    violations = {}
-    for what, seen in (("transcript", transcript), ("inputs", inputs), ("saved versions", by_version)):
-        assert sorted(seen) == sent, f"{sid}: the {what} lack messages: {seen}"
-        late = sum(1 for a, b in zip(seen, seen[1:], strict=False) if a > b)
-        if late:
-            violations[f"{sid} ({what})"] = late
-    return violations

@@ -15,7 +15,7 @@ from falai_django.host import outages
 from falai_django.models import Session, TurnRecord
 from falai_django.testing.postgres import free_port
 
-from .helpers import redis_broker, signed_post, url
+from .helpers import redis_broker, signed_post, url, whatsapp_configured
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -116,12 +116,7 @@ def whatsapp_delivery(settings, wa_id: str, wamid: str):
     """WhatsApp configured, then one signed text message from `wa_id` posted to the webhook."""
     from whatsapp import payloads
 
-    from falai_django import conf
-
-    settings.FALAI = {**settings.FALAI, "WHATSAPP": {"PHONE_NUMBER_ID": payloads.PHONE_NUMBER_ID,
-                                                     "ACCESS_TOKEN": "t", "APP_SECRET": payloads.APP_SECRET,
-                                                     "VERIFY_TOKEN": "v"}}
-    conf.clear_cache()
+    whatsapp_configured(settings)
     message = payloads.text("oi", wamid, "2023-11-14T22:13:20Z", wa_id=wa_id)
     return payloads.deliver(Client(), payloads.envelope([message], wa_id=wa_id))
 

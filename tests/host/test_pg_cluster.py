@@ -11,51 +11,25 @@ uses to drop it: per idempotency key, the customer sees it once.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from falai_django import host
 from falai_django.models import HistoryItem, Wake
 from falai_django.stores.django import DjangoStore
 
 from . import agents
+from .helpers import cluster_env, drop_redis_queue, kill, start_cluster
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
-ROOT = Path(__file__).resolve().parents[2]
 CONVERSATIONS = 6
-
-
-def _dsn() -> str:
-    db = connection.settings_dict
-    return f"postgresql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-def _start_cluster(env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
-
-
-def _kill(process: subprocess.Popen, sig=signal.SIGKILL) -> None:
-    try:
-        os.killpg(process.pid, sig)
-        process.wait(timeout=10)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
 
 
 def _delivered(log: Path) -> list[dict]:
@@ -66,33 +40,13 @@ def _delivered(log: Path) -> list[dict]:
 
 @pytest.fixture(params=["orm", "redis"])
 def broker(request, monkeypatch, tmp_path, settings):
-    from django_q.conf import Conf
-
     name = f"falai-test-{uuid.uuid4().hex[:8]}"
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "host.cluster_settings",
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]),
-        "DATABASE_URL": _dsn(),
-        "FALAI_TEST_Q_NAME": name,
-        "FALAI_TEST_SENT_LOG": str(tmp_path / "sent.jsonl"),
-    }
-    monkeypatch.setattr(Conf, "SYNC", False)
-    monkeypatch.setattr(Conf, "PREFIX", name)
-    monkeypatch.setattr(Conf, "CLUSTER_NAME", name)
-    if request.param == "redis":
-        redis_url = request.getfixturevalue("redis_url")
-        env["FALAI_TEST_Q_REDIS"] = redis_url
-        monkeypatch.setattr(Conf, "ORM", None)
-        monkeypatch.setattr(Conf, "REDIS", redis_url)
+    redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
+    env = cluster_env(monkeypatch, name, redis_url, FALAI_TEST_SENT_LOG=str(tmp_path / "sent.jsonl"))
     settings.FALAI = {**settings.FALAI, "SEND_LEASE_S": 2.0, "SEND_SWEEP_AFTER_S": 1.0, "DISPATCH_LEASE_S": 3.0}
     yield request.param, env, tmp_path / "sent.jsonl"
-    if request.param == "redis":
-        import redis
-
-        client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
-        client.delete(name)
-        client.close()
+    if redis_url:
+        drop_redis_queue(redis_url, name)
 
 
 def test_after_a_crash_and_a_restart_every_message_is_sent_and_every_wake_fires(broker, monkeypatch):
@@ -110,12 +64,12 @@ def test_after_a_crash_and_a_restart_every_message_is_sent_and_every_wake_fires(
             host.handle_message("lost", "oi", id="lost.1")
     agents.clock().advance("1h")  # the wakes are due
 
-    slow = _start_cluster({**env, "FALAI_TEST_SEND_DELAY": "0.4"})
+    slow = start_cluster({**env, "FALAI_TEST_SEND_DELAY": "0.4"})
     time.sleep(3.0)
-    _kill(slow)  # killed mid-way: some sends done, one maybe in flight, the rest waiting
+    kill(slow)  # killed mid-way: some sends done, one maybe in flight, the rest waiting
     partial = len(_delivered(log))
 
-    cluster = _start_cluster(env)
+    cluster = start_cluster(env)
     from falai_django.host.wakes import Dispatcher
 
     dispatcher = Dispatcher(poll_s=0.05, sweep_every_s=0.5)
@@ -139,7 +93,7 @@ def test_after_a_crash_and_a_restart_every_message_is_sent_and_every_wake_fires(
     finally:
         dispatcher.stop()
         thread.join(timeout=30)
-        _kill(cluster, signal.SIGTERM)
+        kill(cluster, signal.SIGTERM)
 
     assert HistoryItem.objects.filter(role="assistant").exclude(send_status="sent").count() == 0
     assert Wake.objects.exclude(state="done").count() == 0

@@ -12,6 +12,7 @@ the run log's saved versions follow the send order.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -20,11 +21,10 @@ import pytest
 from django.db import connections
 from django.test import Client
 
-from falai_django import conf
 from falai_django.models import TurnRecord
 
-from .order_burst import order_violations
-from .test_pg_cluster import _dsn, _kill, _start_cluster
+from .helpers import cluster_env, drop_redis_queue, kill, start_cluster, whatsapp_configured
+from .order_burst import assert_in_order
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -36,36 +36,13 @@ WORKERS = 8
 @pytest.fixture
 def cluster(monkeypatch, settings, redis_url):
     """A real `qcluster` of WORKERS processes on the Redis broker, named for this test."""
-    import os
-
-    from django_q.conf import Conf
-
-    from .test_pg_cluster import ROOT
-
     name = f"falai-order-{uuid.uuid4().hex[:8]}"
-    monkeypatch.setattr(Conf, "SYNC", False)
-    monkeypatch.setattr(Conf, "PREFIX", name)
-    monkeypatch.setattr(Conf, "CLUSTER_NAME", name)
-    monkeypatch.setattr(Conf, "ORM", None)
-    monkeypatch.setattr(Conf, "REDIS", redis_url)
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "host.cluster_settings",
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]), "DATABASE_URL": _dsn(),
-           "FALAI_TEST_Q_NAME": name, "FALAI_TEST_Q_REDIS": redis_url, "FALAI_TEST_Q_WORKERS": str(WORKERS),
-           "FALAI_TEST_SENT_LOG": os.devnull}
-    from whatsapp import payloads
-
-    settings.FALAI = {**settings.FALAI, "WHATSAPP": {"PHONE_NUMBER_ID": payloads.PHONE_NUMBER_ID,
-                                                     "ACCESS_TOKEN": "t", "APP_SECRET": payloads.APP_SECRET,
-                                                     "VERIFY_TOKEN": "v"}}
-    conf.clear_cache()
-    process = _start_cluster(env)
+    env = cluster_env(monkeypatch, name, redis_url, FALAI_TEST_Q_WORKERS=str(WORKERS), FALAI_TEST_SENT_LOG=os.devnull)
+    whatsapp_configured(settings)
+    process = start_cluster(env)
     yield process
-    _kill(process)
-    import redis
-
-    client = redis.Redis.from_url(redis_url)
-    client.delete(name)
-    client.close()
+    kill(process)
+    drop_redis_queue(redis_url, name)
 
 
 def _customer(wa_id: str, failures: list[str]) -> None:
@@ -106,7 +83,4 @@ def test_ten_customers_twenty_webhooks_each_at_eight_workers_are_understood_in_o
             pytest.fail(f"inputs not processed after 120 s: {left}")
         time.sleep(0.2)
 
-    violations: dict[str, int] = {}
-    for wa_id in customers:
-        violations.update(order_violations(wa_id, [f"wamid.{wa_id}.{i:02d}" for i in range(MESSAGES)]))
-    assert violations == {}, f"{sum(violations.values())} order violations: {violations}"
+    assert_in_order({wa_id: [f"wamid.{wa_id}.{i:02d}" for i in range(MESSAGES)] for wa_id in customers})
