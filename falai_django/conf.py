@@ -87,6 +87,11 @@ DEFAULTS: dict[str, Any] = {
     # The built-in WhatsApp Cloud API channel (README "Going live on WhatsApp"); None = off.
     "WHATSAPP": None,
 
+    # Operating it (README "Operating it"): `GET <app>/metrics` also answers `Authorization:
+    # Bearer <METRICS_TOKEN>` ("" = only the API's own authentication). Each process adds its
+    # counts to the database every METRICS_FLUSH_S seconds (a scrape sees them within that).
+    "METRICS_TOKEN": "",
+    "METRICS_FLUSH_S": 2.0,
 
     # Flows as data (issue 16): run the enabled `Flow` rows beside the code agent's flows, and
     # look for a new version at most once every FLOWS_RELOAD_S seconds per process.

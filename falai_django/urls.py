@@ -4,6 +4,7 @@ from django.urls import include, path
 
 from falai_django.api import flows, health, schema, views
 from falai_django.api.auth import CanDriveConversations
+from falai_django.api.metrics import metrics_view
 from falai_django.channels.whatsapp.webhook import webhook as whatsapp_webhook
 
 app_name = "falai"
@@ -24,6 +25,7 @@ urlpatterns = [
     path("whatsapp/webhook", whatsapp_webhook, name="whatsapp-webhook"),
     path("health/live", health.live, name="health-live"),
     path("health/ready", health.ready, name="health-ready"),
+    path("metrics", metrics_view, name="metrics"),
     path("schema", schema.SchemaView.as_view(permission_classes=[CanDriveConversations],
                                              authentication_classes=views._authentication_classes()),
          name="schema"),

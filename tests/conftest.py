@@ -19,6 +19,17 @@ SPEC_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "spec"
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _metrics_flushed_by_scrapes_only():
+    """In this process the metrics are written by the scrapes the tests make, not by a thread that
+    would write to the test database between (and after) tests; the processes the tests start
+    (qcluster, the dispatcher, the demo) keep their thread."""
+    from falai_django.observe.metrics import flusher
+
+    flusher.enabled = False
+    yield
+
+
 def _unavailable(what: str, error: Exception) -> None:
     message = f"{what} is NOT reachable ({error}); its tests cannot run. Start it or run `bash scripts/services.sh`."
     if IN_CI:

@@ -30,7 +30,9 @@ from falai_django import conf
 from falai_django.host import jobs, sandbox
 from falai_django.models import History
 from falai_django.models import Session as SessionRow
-from falai_django.sending import OutboundSend, PermanentSendError, SendError
+from falai_django.observe import context as observe
+from falai_django.observe import metrics
+from falai_django.sending import OutboundSend, PermanentSendError, SendError, channel_name
 
 logger = logging.getLogger("falai_django.sending")
 
@@ -321,6 +323,11 @@ def _release_many(connection, session_ids: list[str], marks: list) -> dict[str, 
 
 
 def _drain(session_id: str, items: list, sender, sleep, deferred: list | None = None) -> int:
+    with observe.scope_for(session_id):
+        return _drain_items(session_id, items, sender, sleep, deferred)
+
+
+def _drain_items(session_id: str, items: list, sender, sleep, deferred: list | None = None) -> int:
     """Send `items` (the conversation's pending rows, in order) until one fails or is not due.
 
     With `deferred`, the last item's 'sent' update is appended there instead of run, for the
@@ -333,6 +340,7 @@ def _drain(session_id: str, items: list, sender, sleep, deferred: list | None = 
     sent = 0
     previous_sent_at = None
     leased_at = time.monotonic()
+    channel_label = channel_name(sender)
     for item in items:
         now = timezone.now()
         if item.next_attempt_at and item.next_attempt_at > now:
@@ -379,10 +387,12 @@ def _drain(session_id: str, items: list, sender, sleep, deferred: list | None = 
                 next_attempt_at=None if give_up else timezone.now() + timedelta(seconds=delay),
             )
             logger.warning("falai send failed for %s (attempt %d): %s", session_id, attempt, exc)
+            metrics.message_sent(channel_label, "failed" if give_up else "retry")
             if give_up:
                 continue
             return sent
         previous_sent_at = timezone.now()
+        metrics.message_sent(channel_label, "sent")
         channel = str(channel_id)[:255] if channel_id else None
         if deferred is not None and item is items[-1]:
             deferred.append((item.pk, attempt, previous_sent_at, channel))  # merged into the release

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,6 +45,8 @@ from falai_django.host.inputs import UNSET, TurnInput, silenced_for
 from falai_django.host.writer import TurnWrite, write_turn
 from falai_django.models import History, TurnRecord, Wake
 from falai_django.models.sql import blob_select, bound_cursor, read_blob_text
+from falai_django.observe import context as observe
+from falai_django.observe import metrics
 from falai_django.stores.django import DjangoStore
 
 logger = logging.getLogger("falai_django.host")
@@ -86,7 +89,7 @@ def stream(
     """The loop over `agent.turn_stream`: yields `{"delta": str}`, `{"replay": n}` (a conflict:
     the text so far is void and streams again), and last `{"done": True, "host": HostResult}`."""
     record, context = _receive(session_id, turn_input, silenced, context, anchors, claims, agent)
-    yield from _run(record, agent=agent, context=context, streaming=True, inbox_first=True)
+    yield from _observed_stream(record, _run(record, agent=agent, context=context, streaming=True, inbox_first=True))
 
 
 def _receive(session_id: str, turn_input: dict[str, Any] | TurnInput, silenced: Any, context: Any,
@@ -112,11 +115,53 @@ def process(record: TurnRecord, *, agent: Any = None, context: Any = UNSET, send
     for the conversation's earlier open inputs (`ordering`); a parked one before it parks it too.
     False only where the order is kept already (a worker's drain).
     """
-    for event in _run(record, agent=agent, context=context, streaming=False, send_inline=send_inline,
-                      inbox_first=inbox_first, loaded=loaded, in_order=in_order):
-        if event.get("done"):
-            return event["host"]
+    with observe.turn_scope(record.conversation_id, record) as scope:
+        try:
+            for event in _run(record, agent=agent, context=context, streaming=False, send_inline=send_inline,
+                              inbox_first=inbox_first, loaded=loaded, in_order=in_order):
+                if event.get("done"):
+                    _counted(record, scope, event["host"])
+                    return event["host"]
+        except BaseException:
+            _counted(record, scope, None)
+            raise
     raise AssertionError("the host loop ended without a result")  # pragma: no cover
+
+
+def _observed_stream(record: TurnRecord, events: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """`stream`'s events, each step run in the turn's scope (never across a yield: the reader's
+    own code is not the turn's), and the turn counted once it ends. The reader's time between
+    steps is not host time."""
+    scope = observe.Scope(conversation_id=record.conversation_id, record=record)
+    while True:
+        token = observe.CURRENT.set(scope)
+        try:
+            event = next(events)
+        except StopIteration:
+            return
+        except BaseException:
+            _counted(record, scope, None)
+            raise
+        finally:
+            observe.CURRENT.reset(token)
+        if event.get("done"):
+            _counted(record, scope, event["host"])
+        paused = time.perf_counter()
+        yield event
+        scope.started += time.perf_counter() - paused
+
+
+def _counted(record: TurnRecord, scope: observe.Scope, result: HostResult | None) -> None:
+    """`falai_turns_total`, replays and host time for a turn that ended (None: it raised; the run
+    log then says failed, or retry when it was parked)."""
+    if result is not None:
+        status, replays = str(result.status), result.replays
+    else:
+        status = record.status if record.status in (TurnRecord.Status.FAILED, TurnRecord.Status.RETRY) \
+            else TurnRecord.Status.FAILED
+        status, replays = str(status), record.replays
+    host_s = max(0.0, time.perf_counter() - scope.started - scope.model_s)
+    metrics.turn_finished(str(record.kind), status, replays, host_s)
 
 
 def process_record(record_id: int) -> HostResult | None:
@@ -253,8 +298,8 @@ def _transcript_sql(connection: Any, conversation: str) -> str:
     )
 
 
-def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tuple[str, str, Any]]:
-    """The wakes of a chunk still to fire, due first: `(session id, key, loaded)`.
+def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tuple[str, str, Any, Any]]:
+    """The wakes of a chunk still to fire, due first: `(session id, key, loaded, due at)`.
 
     On PostgreSQL one statement reads the wakes with their sessions and transcripts (`loaded` is
     the pair `handle` takes; only the first wake of a conversation gets it, as the next one will
@@ -265,12 +310,12 @@ def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tu
     connection = store.connection()
     if connection.vendor != "postgresql":
         found = sorted(rows.values_list("conversation_id", "key", "at"), key=lambda row: row[2])
-        return [(sid, key, None) for sid, key, _at in found]
+        return [(sid, key, None, at) for sid, key, at in found]
     q = connection.ops.quote_name
     sessions, wakes = (q(m._meta.db_table) for m in (store.get_model_class(), Wake))
     transcript = _transcript_sql(connection, f"w.{q('conversation_id')}")
     sql = (
-        f"SELECT w.{q('conversation_id')}, w.{q('key')}, s.{blob_select(connection)}, {transcript} "
+        f"SELECT w.{q('conversation_id')}, w.{q('key')}, s.{blob_select(connection)}, {transcript}, w.{q('at')} "
         f"FROM {wakes} w LEFT JOIN {sessions} s ON s.{q('id')} = w.{q('conversation_id')} "
         f"WHERE w.{q('id')} = ANY(%s) AND w.{q('state')} <> 'done' ORDER BY w.{q('at')}, w.{q('id')}"
     )
@@ -278,7 +323,7 @@ def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tu
         cursor.execute(sql, [list(wake_ids)])
         found = cursor.fetchall()
     out, seen = [], set()
-    for sid, key, text, items in found:
+    for sid, key, text, items, at in found:
         loaded = None
         if sid not in seen and text is not None:
             seen.add(sid)
@@ -286,7 +331,7 @@ def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tu
                 loaded = (read_blob_text(text, sid), _history_items(items))
             except Exception:  # noqa: BLE001 - a broken row: the turn reads it again and fails loudly
                 loaded = None
-        out.append((sid, key, loaded))
+        out.append((sid, key, loaded, at))
     return out
 
 

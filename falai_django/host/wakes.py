@@ -45,6 +45,7 @@ from falai_django.host.jobs import SEND_CHANNEL, enqueue_wakes
 from falai_django.models import Session as SessionRow
 from falai_django.models import Wake
 from falai_django.models.sql import read_blob
+from falai_django.observe import heartbeat, metrics
 
 logger = logging.getLogger("falai_django.wakes")
 requeue_logger = logging.getLogger("falai_django.host")
@@ -150,10 +151,12 @@ def fire_wakes(wake_ids: list[int], *, agent: Any = None, budget_s: float | None
     # it; the claims lapse and the wakes fire again (a wake fired twice is dropped as stale).
     with transaction.atomic(using=alias):
         due = turns.load_wakes(wake_ids)
-        for n, (session_id, key, loaded) in enumerate(due):
+        clock, read_at = agent_now(agent), time.monotonic()  # the clock they were due by, read once
+        for n, (session_id, key, loaded, at) in enumerate(due):
             if n and time.monotonic() - started > budget_s:
-                left = [(sid, k) for sid, k, _loaded in due[n:]]
+                left = [(sid, k) for sid, k, _loaded, _at in due[n:]]
                 break
+            metrics.wake_fired((clock - at).total_seconds() + time.monotonic() - read_at)
             try:
                 turns.handle(session_id, {"wake": key}, agent=agent, send_inline=True, loaded=loaded)
             except Exception:  # noqa: BLE001 - one bad wake must not stop the chunk; its claim lapses
@@ -329,6 +332,7 @@ class Dispatcher:
         """Release lapsed claims, hand back unsent rows and parked inputs. `everything` (after an
         outage): with no grace period, unsent rows (the NOTIFYs sent meanwhile are lost) and stored
         inputs no caller runs (a worker's turn cut off by the outage failed its task)."""
+        heartbeat.beat("dispatcher")
         release_stale_claims()
         delivery.sweep_unsent(hand_over=self.sender.submit if self.sender is not None else None,
                               older_than_s=0 if everything else None)

@@ -3,6 +3,9 @@
 `aturn` runs the sync turn in a worker thread and sets `HOME_LOOP` to the caller's loop, so
 async provider, action and tool calls go back to that loop; a plain `turn` runs them on a
 fresh loop. Every answer is read as a `GenerateOutput` / `StreamChunk`.
+
+Every call is reported to the observers `observe_calls` registered (the app's metrics): the
+provider, the answer or the error, and how long it took. An observer never breaks a call.
 """
 
 from __future__ import annotations
@@ -10,13 +13,36 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from .types import GenerateOutput, StreamChunk, as_chunk, as_output
+from .types import GenerateOutput, StreamChunk, as_chunk, as_output, read_usage
 
-__all__ = ["HOME_LOOP", "call_provider", "resolve_awaitable", "stream_provider"]
+__all__ = ["HOME_LOOP", "call_provider", "observe_calls", "resolve_awaitable", "stream_provider"]
+
+logger = logging.getLogger("falai_django.llm")
+
+# observer(provider, output or None, error or None, seconds)
+CallObserver = Callable[[Any, "GenerateOutput | None", "BaseException | None", float], None]
+_observers: list[CallObserver] = []
+
+
+def observe_calls(observer: CallObserver) -> None:
+    """Report every model call to `observer` from now on (registering one twice is a no-op)."""
+    if observer not in _observers:
+        _observers.append(observer)
+
+
+def _report(provider: Any, output: GenerateOutput | None, error: BaseException | None, started: float) -> None:
+    seconds = time.perf_counter() - started
+    for observer in _observers:
+        try:
+            observer(provider, output, error, seconds)
+        except Exception:  # noqa: BLE001 - counting a call must never fail it
+            logger.exception("falai: a model call observer failed")
 
 # The caller's event loop while `aturn` runs the sync turn in a worker thread: async action,
 # tool and provider calls go back to it, so loop-bound resources (async DB clients) work.
@@ -64,10 +90,18 @@ def resolve_awaitable(value: Any) -> Any:
 def call_provider(provider: Any, request: Any) -> GenerateOutput:
     """`generate_message`, or under `aturn` the provider's `agenerate_message` on the caller's loop.
     The answer is read as a `GenerateOutput` whatever shape a hand-written provider gives it."""
-    home = HOME_LOOP.get()
-    if home is not None and home.is_running() and hasattr(provider, "agenerate_message"):
-        return as_output(asyncio.run_coroutine_threadsafe(provider.agenerate_message(request), home).result())
-    return as_output(resolve_awaitable(provider.generate_message(request)))
+    started = time.perf_counter()
+    try:
+        home = HOME_LOOP.get()
+        if home is not None and home.is_running() and hasattr(provider, "agenerate_message"):
+            output = as_output(asyncio.run_coroutine_threadsafe(provider.agenerate_message(request), home).result())
+        else:
+            output = as_output(resolve_awaitable(provider.generate_message(request)))
+    except BaseException as exc:
+        _report(provider, None, exc, started)
+        raise
+    _report(provider, output, None, started)
+    return output
 
 
 def stream_provider(provider: Any, request: Any) -> Iterator[StreamChunk]:
@@ -78,5 +112,27 @@ def stream_provider(provider: Any, request: Any) -> Iterator[StreamChunk]:
         yield StreamChunk(delta=out.message, accumulated=out.message, done=True, metadata=out.metadata,
                           structured=out.structured)
         return
-    for chunk in stream(request):
-        yield as_chunk(chunk)
+    started = time.perf_counter()
+    last: StreamChunk | None = None
+    usage: dict[str, Any] | None = None  # the metadata of the last chunk that counted tokens
+    try:
+        for raw in stream(request):
+            last = as_chunk(raw)
+            if read_usage(last.metadata) is not None:
+                usage = last.metadata
+            yield last
+    except GeneratorExit:  # the reader stopped early: the call itself did not fail
+        _report(provider, _streamed(last, usage), None, started)
+        raise
+    except BaseException as exc:
+        _report(provider, None, exc, started)
+        raise
+    _report(provider, _streamed(last, usage), None, started)
+
+
+def _streamed(last: StreamChunk | None, usage: dict[str, Any] | None) -> GenerateOutput:
+    """A streamed answer as one output, for the observers."""
+    if last is None:
+        return GenerateOutput(message="", metadata=dict(usage or {}))
+    return GenerateOutput(message=last.accumulated, metadata={**(last.metadata or {}), **(usage or {})},
+                          structured=last.structured)

@@ -5,6 +5,7 @@ tables, one migration history):
              outbox), `Wake`, `TurnRecord` (the durable inbox and run log), `TurnLock`
 - `handoff`  `Assignment`, `DeskEntry`, `SavedReply`, `ReadMarker` (the desk)
 - `flows`    `Flow`, `FlowVersion` (flows stored as data)
+- `observe`  `MetricTotal` (counters summed across processes), `Heartbeat` (the dispatcher's)
 - `sql`      the session row's statements, shared by the ORM store and the host's writer
 
 Models import the engine (the blob is an engine session) and nothing above them: no domain, not
@@ -16,6 +17,7 @@ the flows domain (`flows.saving`), which answers the model's signals (`Flow.clea
 from falai_django.models.flows import Flow, FlowVersion
 from falai_django.models.handoff import Assignment, DeskEntry, ReadMarker, SavedReply
 from falai_django.models.host import Conversation, History, HistoryItem, Session, TurnLock, TurnRecord, Wake
+from falai_django.models.observe import Heartbeat, MetricTotal
 
-__all__ = ["Assignment", "Conversation", "DeskEntry", "Flow", "FlowVersion", "History", "HistoryItem", "ReadMarker",
+__all__ = ["Assignment", "Conversation", "DeskEntry", "Flow", "FlowVersion", "Heartbeat", "History", "HistoryItem", "MetricTotal", "ReadMarker",
            "SavedReply", "Session", "TurnLock", "TurnRecord", "Wake"]

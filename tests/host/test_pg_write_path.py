@@ -445,7 +445,7 @@ def test_the_transcript_read_in_binary_keeps_every_character_and_its_order(notif
                                       for n, text in enumerate(odd)]
     assert transcript == host.load_history("odd")
     Wake.objects.create(conversation_id="odd", key="odd-wake", at=now, state="pending", attempts=0)
-    [(sid, key, loaded)] = load_wakes(list(Wake.objects.filter(conversation_id="odd").values_list("id", flat=True)))
+    [(sid, key, loaded, _at)] = load_wakes(list(Wake.objects.filter(conversation_id="odd").values_list("id", flat=True)))
     assert (sid, key) == ("odd", "odd-wake") and loaded is not None and loaded[1] == transcript
 
 

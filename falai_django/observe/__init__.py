@@ -1,0 +1,21 @@
+"""What operators see: metrics summed across processes, and log lines that name the conversation.
+
+- `context`: the conversation and turn this thread works for (`turn_scope`, `conversation_scope`).
+- `logs`: the record factory that puts their ids on every log record, and a `Formatter`.
+- `metrics`: counters and histograms each process adds to the database (`inc`, `observe`, `flush`).
+- `exposition`: `GET <app>/metrics`'s Prometheus text (`render`).
+- `heartbeat`: long-running processes say they are alive (`beat`).
+
+`install()` (the app's `ready`) hooks them up once per process.
+"""
+
+from __future__ import annotations
+
+
+def install() -> None:
+    from falai_django.llm.calling import observe_calls
+    from falai_django.observe import context, logs, metrics
+
+    logs.install()
+    observe_calls(context.model_called)
+    observe_calls(metrics.model_called)

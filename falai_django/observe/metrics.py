@@ -1,0 +1,295 @@
+"""The counters and histograms every process adds to, summed in the database.
+
+A web server, a django-q2 worker and the dispatcher are separate processes, often on separate
+machines; the only thing they all share is the database the conversations live in. So each
+process counts in memory (`inc`, `observe`: a dict update under a lock, no I/O) and adds what it
+counted to one row per series (`models.MetricTotal`) with one upsert:
+
+- every `FALAI["METRICS_FLUSH_S"]` seconds (2 s) from a daemon thread the first count starts
+  (once per process: a forked django-q2 worker starts its own and drops its parent's counts);
+- when the process exits (atexit, and multiprocessing's finalizers for forked workers);
+- before a scrape in the process that serves it (`exposition.render`).
+
+A turn counted on a worker is therefore on every web server's `GET <app>/metrics` within about
+two seconds, with no setting, environment variable or shared directory. A flush that fails (the
+database is away) keeps the counts for the next one and says so once in the log.
+
+Histograms are stored as their buckets' own counts (not cumulative), `_sum` and `_count`;
+`exposition` adds them up.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client.utils import floatToGoString
+
+from falai_django import conf
+
+logger = logging.getLogger("falai_django.metrics")
+
+# Turn time on the host without the model: a write is a few milliseconds; a slow one is news.
+TURN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+LLM_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
+LATENESS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+
+# name: (help, label names)
+COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "falai_turns_total": ("Turns the host ran, by input kind and the status the run log records.",
+                          ("kind", "status")),
+    "falai_turn_replays_total": ("Turns replayed after a compare-and-swap conflict.", ()),
+    "falai_llm_calls_total": ("Model calls, by provider, model and result (ok or the error kind).",
+                              ("provider", "model", "result")),
+    "falai_llm_tokens_total": ("Model tokens, by provider, model and type (prompt, cached, completion).",
+                               ("provider", "model", "type")),
+    "falai_sends_total": ("Outbound messages handed to the channel, by channel and result (sent, retry, failed).",
+                          ("channel", "result")),
+}
+
+# name: (help, label names, bucket bounds)
+HISTOGRAMS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
+    "falai_turn_duration_seconds": ("Host time per turn, without the time spent waiting for the model.", (),
+                                    TURN_BUCKETS),
+    "falai_llm_call_duration_seconds": ("Model call time, by provider and model.", ("provider", "model"),
+                                        LLM_BUCKETS),
+    "falai_wake_lateness_seconds": ("How long after its due time a wake fired.", (), LATENESS_BUCKETS),
+}
+
+LABEL_MAX = 120  # a label value longer than this is cut (a model name, a channel)
+
+
+def series_key(labels: Mapping[str, Any]) -> str:
+    """A series' labels as stored: compact JSON, sorted keys; "" for none."""
+    if not labels:
+        return ""
+    return json.dumps({k: str(v)[:LABEL_MAX] for k, v in labels.items()}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)
+
+
+class Tally:
+    """This process's counts since its last flush: {(series name, labels key): amount}."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str], float] = {}
+
+    def add(self, name: str, labels: str, amount: float) -> None:
+        with self._lock:
+            self._pending[(name, labels)] = self._pending.get((name, labels), 0.0) + amount
+
+    def take(self) -> dict[tuple[str, str], float]:
+        with self._lock:
+            taken, self._pending = self._pending, {}
+        return taken
+
+    def give_back(self, taken: dict[tuple[str, str], float]) -> None:
+        """A flush that failed: its counts wait for the next one."""
+        with self._lock:
+            for key, amount in taken.items():
+                self._pending[key] = self._pending.get(key, 0.0) + amount
+
+    def forget(self) -> None:
+        """In a forked child: the parent's counts are the parent's to write (and the lock may have
+        been held by one of its threads)."""
+        self._lock = threading.Lock()
+        self._pending = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+
+tally = Tally()
+
+
+def inc(name: str, amount: float = 1.0, **labels: Any) -> None:
+    """Add to a counter named in COUNTERS."""
+    if amount:
+        tally.add(name, series_key(labels), float(amount))
+        flusher.ensure()
+
+
+def observe(name: str, value: float, **labels: Any) -> None:
+    """Put one value in a histogram named in HISTOGRAMS."""
+    bounds = HISTOGRAMS[name][2]
+    value = max(0.0, float(value))
+    bound = next((b for b in bounds if value <= b), float("inf"))
+    tally.add(f"{name}_bucket", series_key({**labels, "le": floatToGoString(bound)}), 1.0)
+    key = series_key(labels)
+    tally.add(f"{name}_sum", key, value)
+    tally.add(f"{name}_count", key, 1.0)
+    flusher.ensure()
+
+
+# ---------------------------------------------------------------------------------------------
+# What the host counts
+# ---------------------------------------------------------------------------------------------
+
+
+def turn_finished(kind: str, status: str, replays: int, host_s: float) -> None:
+    inc("falai_turns_total", kind=kind, status=status)
+    if replays:
+        inc("falai_turn_replays_total", replays)
+    observe("falai_turn_duration_seconds", host_s)
+
+
+def model_called(provider: Any, output: Any, error: BaseException | None, seconds: float) -> None:
+    """`llm.calling`'s observer: one model call, its result, time and tokens."""
+    from falai_django.llm.errors import ProviderError
+    from falai_django.llm.types import read_usage
+
+    metadata = getattr(output, "metadata", None) or {}
+    name = str(getattr(provider, "name", None) or type(provider).__name__)
+    model = str(metadata.get("model") or getattr(provider, "model", None) or "")
+    if error is None:
+        result = "ok"
+    else:
+        result = error.kind if isinstance(error, ProviderError) else "error"
+    inc("falai_llm_calls_total", provider=name, model=model, result=result)
+    observe("falai_llm_call_duration_seconds", seconds, provider=name, model=model)
+    usage = read_usage(metadata) if error is None else None
+    if usage:
+        for kind, field in (("prompt", "promptTokens"), ("cached", "cachedInputTokens"),
+                            ("completion", "completionTokens")):
+            inc("falai_llm_tokens_total", usage.get(field, 0), provider=name, model=model, type=kind)
+
+
+def message_sent(channel: str, result: str) -> None:
+    inc("falai_sends_total", channel=channel, result=result)
+
+
+def wake_fired(lateness_s: float) -> None:
+    observe("falai_wake_lateness_seconds", lateness_s)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing the counts
+# ---------------------------------------------------------------------------------------------
+
+
+def db_alias() -> str:
+    return conf.get_store().db_alias()
+
+
+def flush(using: str | None = None) -> int:
+    """Add this process's counts to the database now. Returns how many series it wrote; on a
+    failure the counts are kept for the next flush and the error is raised."""
+    taken = tally.take()
+    if not taken:
+        return 0
+    try:
+        _write(taken, using or db_alias())
+    except BaseException:
+        tally.give_back(taken)
+        raise
+    return len(taken)
+
+
+def _write(taken: dict[tuple[str, str], float], alias: str) -> None:
+    from django.db import connections, transaction
+
+    from falai_django.models import MetricTotal
+
+    rows = sorted(taken.items())  # one lock order for every writer: concurrent flushes never deadlock
+    connection = connections[alias]
+    with transaction.atomic(using=alias):
+        if connection.vendor in ("postgresql", "sqlite"):
+            q = connection.ops.quote_name
+            table = q(MetricTotal._meta.db_table)
+            for start in range(0, len(rows), 500):
+                part = rows[start:start + 500]
+                values = ", ".join(["(%s, %s, %s)"] * len(part))
+                params = [v for (name, labels), amount in part for v in (name, labels, amount)]
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        f"INSERT INTO {table} ({q('name')}, {q('labels')}, {q('value')}) VALUES {values} "
+                        f"ON CONFLICT ({q('name')}, {q('labels')}) DO UPDATE "
+                        f"SET {q('value')} = {table}.{q('value')} + excluded.{q('value')}", params)
+            return
+        from django.db.models import F
+
+        for (name, labels), amount in rows:
+            series = MetricTotal.objects.using(alias).filter(name=name, labels=labels)
+            if not series.update(value=F("value") + amount):
+                MetricTotal.objects.using(alias).create(name=name, labels=labels, value=amount)
+
+
+class Flusher:
+    """The daemon thread that flushes this process's counts every METRICS_FLUSH_S seconds."""
+
+    enabled = True  # the test suite turns it off in its own process (its workers keep it)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._stop = threading.Event()
+        self.failing = False
+
+    def ensure(self) -> None:
+        if self._pid == os.getpid() or not self.enabled:
+            return
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            self._pid = os.getpid()
+            self._stop = threading.Event()
+            threading.Thread(target=self._run, args=(self._stop,), name="falai-metrics", daemon=True).start()
+            atexit.register(self.at_exit)
+            try:  # a forked django-q2 worker leaves through multiprocessing, which skips atexit
+                from multiprocessing import util
+
+                util.Finalize(self, self.at_exit, exitpriority=100)
+            except Exception:  # noqa: BLE001 - atexit still covers a plain process
+                pass
+
+    def after_fork(self) -> None:
+        """In a forked child: no thread of the parent's runs here; the first count starts one."""
+        tally.forget()
+        self._lock = threading.Lock()
+        self._pid = None
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(float(conf.get("METRICS_FLUSH_S")) or 2.0):
+            if tally:
+                self.flush_quietly()
+            self._close_connections()
+
+    def flush_quietly(self) -> None:
+        try:
+            flush()
+        except Exception as exc:  # noqa: BLE001 - kept for the next flush; said once per failure run
+            if not self.failing:
+                logger.warning("falai metrics: pid %s could not write its counts to the database (%s: %s); "
+                               "they are kept and written once it answers", os.getpid(), type(exc).__name__, exc)
+            self.failing = True
+            self._close_connections(broken=True)
+        else:
+            if self.failing:
+                logger.warning("falai metrics: pid %s writes its counts again", os.getpid())
+            self.failing = False
+
+    def at_exit(self) -> None:
+        if self._pid == os.getpid() and tally:
+            self.flush_quietly()
+
+    @staticmethod
+    def _close_connections(broken: bool = False) -> None:
+        from django.db import connections
+
+        for connection in connections.all(initialized_only=True):
+            try:
+                if broken:
+                    connection.close()
+                else:
+                    connection.close_if_unusable_or_obsolete()
+            except Exception:  # noqa: BLE001 - a dead connection is gone either way
+                pass
+
+
+flusher = Flusher()
+os.register_at_fork(after_in_child=flusher.after_fork)
