@@ -139,6 +139,8 @@ FALAI = {
     "AGENT": "project.agents.ana",
     # Shared secret for HMAC-signed webhooks; empty refuses signed webhooks (token/session auth only).
     "WEBHOOK_SECRET": os.environ.get("FALAI_WEBHOOK_SECRET", ""),
+    # A Prometheus scrape's `Authorization: Bearer <token>` for /falai/metrics ("" = the API's auth only).
+    "METRICS_TOKEN": os.environ.get("FALAI_METRICS_TOKEN", ""),
 }
 
 # WhatsApp Cloud API (README "Going live on WhatsApp"): set the four WHATSAPP_* variables and Ana
@@ -161,7 +163,9 @@ if os.environ.get("WHATSAPP_PHONE_NUMBER_ID"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"line": {"format": "%(asctime)s %(name)s %(levelname)s %(message)s", "datefmt": "%H:%M:%S"}},
+    # Each line names its conversation and turn ("-" outside one): grep an id across the three processes.
+    "formatters": {"line": {"()": "falai_django.observe.logs.Formatter", "datefmt": "%H:%M:%S",
+                            "format": "%(asctime)s %(conversation_id)s %(turn_id)s %(name)s %(levelname)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line"}},
     "loggers": {"falai_django": {"handlers": ["console"], "level": os.environ.get("FALAI_LOG_LEVEL", "INFO"),
                                  "propagate": True}},  # pytest's caplog listens on the root

@@ -89,6 +89,8 @@ def banner(password: str | None) -> str:
         lines.append("  Password   : the one printed on the first run (or: manage.py changepassword admin)")
     lines += [
         f"  API        : {base}/falai/schema",
+        f"  Health     : {base}/falai/health/live  and  {base}/falai/health/ready",
+        f"  Metrics    : {base}/falai/metrics   (logged in as admin, or Bearer $FALAI_METRICS_TOKEN)",
         "  Terminal   : .venv/bin/python manage.py falai_chat",
         "  Ctrl-C stops the web server, the worker and the wake dispatcher.",
         "=" * 72,

@@ -21,6 +21,7 @@ Histograms are stored as their buckets' own counts (not cumulative), `_sum` and 
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
@@ -68,8 +69,12 @@ def series_key(labels: Mapping[str, Any]) -> str:
     """A series' labels as stored: compact JSON, sorted keys; "" for none."""
     if not labels:
         return ""
-    return json.dumps({k: str(v)[:LABEL_MAX] for k, v in labels.items()}, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False)
+    return _series_key(tuple(sorted((k, str(v)[:LABEL_MAX]) for k, v in labels.items())))
+
+
+@functools.lru_cache(maxsize=4096)  # a handful of series are counted over and over
+def _series_key(items: tuple[tuple[str, str], ...]) -> str:
+    return json.dumps(dict(items), separators=(",", ":"), ensure_ascii=False)
 
 
 class Tally:

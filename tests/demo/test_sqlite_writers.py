@@ -156,6 +156,23 @@ def replies(db: Path) -> tuple[int, int]:
                             "WHERE role = 'assistant'").fetchone()
 
 
+def scraped(browser: Browser, sent: int) -> dict:
+    """The demo's /falai/metrics (as the logged-in admin) once it counts `sent` replies sent, or
+    after 10 s: {(name, sorted labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    deadline = time.monotonic() + 10
+    while True:
+        status, text = browser.open("/falai/metrics")
+        assert status == 200, text[:500]
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in text_string_to_metric_families(text) for s in family.samples}
+        if samples.get(("falai_sends_total", (("channel", "log"), ("result", "sent")))) == sent or \
+                time.monotonic() > deadline:
+            return samples
+        time.sleep(0.5)
+
+
 def test_make_runs_three_processes_take_ten_concurrent_writers_without_database_is_locked(tmp_path):
     db, port = tmp_path / "demo.sqlite3", free_port()
     base = f"http://127.0.0.1:{port}"
@@ -227,6 +244,7 @@ def test_make_runs_three_processes_take_ten_concurrent_writers_without_database_
                 break
             time.sleep(0.2)
         assert demo.poll() is None, "run_demo exited:\n" + "".join(output)
+        metrics = scraped(setup, counts[0])
     finally:
         os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C, as in a terminal
         try:
@@ -253,3 +271,8 @@ def test_make_runs_three_processes_take_ten_concurrent_writers_without_database_
     assert inbound == dict.fromkeys(sessions, ROUNDS)
     sent, total = counts
     assert total >= TALKERS * ROUNDS and sent == total, (sent, total)
+    # Out of the box, across the three processes: the web server ran the API's turns, the worker
+    # sent the replies; the web server's /falai/metrics has both.
+    assert f"{base}/falai/metrics" in text and f"{base}/falai/health/ready" in text  # the banner names them
+    assert metrics[("falai_turns_total", (("kind", "message"), ("status", "done")))] == TALKERS * ROUNDS
+    assert metrics[("falai_sends_total", (("channel", "log"), ("result", "sent")))] == sent
