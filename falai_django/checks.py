@@ -175,7 +175,7 @@ def check_falai_settings(app_configs=None, **kwargs) -> list:
             )
         )
     for name in ("WEBHOOK_TOLERANCE_S", "HISTORY_LIMIT", "MAX_REPLAYS", "DISPATCH_POLL_S", "SEND_THREADS",
-                 "SEND_BATCH", "TURN_LEASE_S", "TURN_WAIT_S"):
+                 "SEND_BATCH", "TURN_LEASE_S", "TURN_WAIT_S", "METRICS_FLUSH_S"):
         value = configured.get(name, DEFAULTS[name])
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
             problems.append(
@@ -185,6 +185,16 @@ def check_falai_settings(app_configs=None, **kwargs) -> list:
                     id="falai_django.E009",
                 )
             )
+    token = configured.get("METRICS_TOKEN", DEFAULTS["METRICS_TOKEN"])
+    if not isinstance(token, str):
+        problems.append(
+            Error(
+                f'FALAI["METRICS_TOKEN"] must be text (the Bearer token a scrape sends), not {type(token).__name__}.',
+                hint='Set it from a secret, e.g. os.environ.get("FALAI_METRICS_TOKEN", ""); "" leaves only the '
+                "API's authentication.",
+                id="falai_django.E013",
+            )
+        )
     return problems
 
 

@@ -64,13 +64,10 @@ def log_sender(message: OutboundSend) -> None:
 
 def channel_name(sender: Any) -> str:
     """The `channel` label of a sender's sends (`falai_sends_total`): its `channel` attribute
-    when it has one, else the built-in channel it belongs to (`whatsapp`), else its function name
-    without `_sender` (`log_sender` is "log")."""
+    when it has one (the WhatsApp sender's is "whatsapp"), else its function name without
+    `_sender` (`log_sender` is "log")."""
     explicit = getattr(sender, "channel", None)
     if explicit:
         return str(explicit)
-    module = getattr(sender, "__module__", None) or ""
-    if module.startswith("falai_django.channels."):
-        return module.split(".")[2]
     name = getattr(sender, "__name__", None) or type(sender).__name__
     return name.removesuffix("_sender") or name

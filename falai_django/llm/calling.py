@@ -112,15 +112,23 @@ def stream_provider(provider: Any, request: Any) -> Iterator[StreamChunk]:
         yield StreamChunk(delta=out.message, accumulated=out.message, done=True, metadata=out.metadata,
                           structured=out.structured)
         return
+    # The call's time is the time spent waiting for its chunks, not the reader's between them.
     started = time.perf_counter()
     last: StreamChunk | None = None
     usage: dict[str, Any] | None = None  # the metadata of the last chunk that counted tokens
     try:
-        for raw in stream(request):
+        chunks = iter(stream(request))
+        while True:
+            try:
+                raw = next(chunks)
+            except StopIteration:
+                break
             last = as_chunk(raw)
             if read_usage(last.metadata) is not None:
                 usage = last.metadata
+            paused = time.perf_counter()
             yield last
+            started += time.perf_counter() - paused
     except GeneratorExit:  # the reader stopped early: the call itself did not fail
         _report(provider, _streamed(last, usage), None, started)
         raise

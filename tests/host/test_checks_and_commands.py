@@ -153,3 +153,11 @@ def test_a_send_handoff_that_is_not_one_of_the_three_is_an_error(settings):
                                            "SEND_HANDOFF": "queue"}, settings)
     assert "falai_django.E009" in ids({"AGENT": "host.agents.current_agent", "WEBHOOK_SECRET": "x",
                                        "SEND_THREADS": 0}, settings)
+
+
+def test_the_metrics_settings_are_checked(settings):
+    base = {"AGENT": "host.agents.current_agent", "WEBHOOK_SECRET": "x"}
+    assert "falai_django.E013" in ids({**base, "METRICS_TOKEN": 12345}, settings)
+    assert "falai_django.E013" not in ids({**base, "METRICS_TOKEN": "a-long-secret"}, settings)
+    assert "falai_django.E009" in ids({**base, "METRICS_FLUSH_S": 0}, settings)
+    assert "falai_django.E009" not in ids({**base, "METRICS_FLUSH_S": 5}, settings)

@@ -320,3 +320,34 @@ def test_a_scraper_asking_for_openmetrics_gets_it():
     assert response["Content-Type"].startswith("application/openmetrics-text")
     families = {f.name for f in openmetrics_families(response.content.decode())}
     assert {"falai_turns", "falai_outbox_pending", "falai_wake_lateness_seconds"} <= families
+
+
+def test_a_streamed_turn_is_counted_once_with_the_readers_time_left_out():
+    import time
+
+    before = scrape()
+    events = []
+    for event in host.stream("s1", {"message": "oi", "id": "wamid.1"}):
+        events.append(event)
+        time.sleep(0.3)  # a slow reader: its time is not the host's
+    after = scrape()
+    assert events[-1]["done"] and events[-1]["host"].status == "done"
+    assert moved(before, after, "falai_turns_total", kind="message", status="done") == 1
+    assert moved(before, after, "falai_turn_duration_seconds_count") == 1
+    assert moved(before, after, "falai_turn_duration_seconds_sum") < 0.3
+
+
+def test_a_senders_channel_label():
+    from falai_django.channels import whatsapp
+    from falai_django.channels.whatsapp import sender as whatsapp_sender
+    from falai_django.sending import channel_name, log_sender
+
+    def sms_sender(message):
+        return None
+
+    def push(message):
+        return None
+
+    push.channel = "firebase"
+    assert [channel_name(s) for s in (whatsapp.send, whatsapp_sender.send, log_sender, sms_sender, push)] == [
+        "whatsapp", "whatsapp", "log", "sms", "firebase"]

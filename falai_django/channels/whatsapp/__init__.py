@@ -31,3 +31,6 @@ def send(message: Any) -> str:
     from falai_django.channels.whatsapp.sender import send as send_one
 
     return send_one(message)
+
+
+send.channel = "whatsapp"  # type: ignore[attr-defined]  # the `channel` label of its sends (falai_sends_total)

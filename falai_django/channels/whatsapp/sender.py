@@ -89,6 +89,9 @@ def send(message: OutboundSend) -> str:
     raise graph_error(response.status_code, data, response.headers.get("Retry-After"))
 
 
+send.channel = "whatsapp"  # type: ignore[attr-defined]  # the `channel` label of its sends
+
+
 def graph_error(status: int, data: Any, retry_after: str | None = None) -> SendError:
     """The exception a Graph API error answer becomes."""
     error = data.get("error") if isinstance(data, dict) and isinstance(data.get("error"), dict) else {}
