@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -206,8 +207,8 @@ def _write(taken: dict[tuple[str, str], float], alias: str) -> None:
         if connection.vendor in ("postgresql", "sqlite"):
             q = connection.ops.quote_name
             table = q(MetricTotal._meta.db_table)
-            for start in range(0, len(rows), 500):
-                part = rows[start:start + 500]
+            for start in range(0, len(rows), 300):  # 900 parameters: under old SQLite's 999
+                part = rows[start:start + 300]
                 values = ", ".join(["(%s, %s, %s)"] * len(part))
                 params = [v for (name, labels), amount in part for v in (name, labels, amount)]
                 with connection.cursor() as cursor:
@@ -232,7 +233,6 @@ class Flusher:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pid: int | None = None
-        self._stop = threading.Event()
         self.failing = False
 
     def ensure(self) -> None:
@@ -242,8 +242,7 @@ class Flusher:
             if self._pid == os.getpid():
                 return
             self._pid = os.getpid()
-            self._stop = threading.Event()
-            threading.Thread(target=self._run, args=(self._stop,), name="falai-metrics", daemon=True).start()
+            threading.Thread(target=self._run, name="falai-metrics", daemon=True).start()
             atexit.register(self.at_exit)
             try:  # a forked django-q2 worker leaves through multiprocessing, which skips atexit
                 from multiprocessing import util
@@ -258,8 +257,9 @@ class Flusher:
         self._lock = threading.Lock()
         self._pid = None
 
-    def _run(self, stop: threading.Event) -> None:
-        while not stop.wait(float(conf.get("METRICS_FLUSH_S")) or 2.0):
+    def _run(self) -> None:
+        while True:
+            time.sleep(float(conf.get("METRICS_FLUSH_S")) or 2.0)
             if tally:
                 self.flush_quietly()
             self._close_connections()
