@@ -147,7 +147,15 @@ def _observed_stream(record: TurnRecord, events: Iterator[dict[str, Any]]) -> It
         if event.get("done"):
             _counted(record, scope, event["host"])
         paused = time.perf_counter()
-        yield event
+        try:
+            yield event
+        except GeneratorExit:  # the reader went away: the loop hears it now (it unclaims the input)
+            token = observe.CURRENT.set(scope)
+            try:
+                events.close()
+            finally:
+                observe.CURRENT.reset(token)
+            raise
         scope.started += time.perf_counter() - paused
 
 

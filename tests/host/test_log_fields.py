@@ -93,3 +93,17 @@ def test_the_formatter_fills_the_fields_in_on_a_record_made_without_them():
     assert not hasattr(record, "conversation_id")
     line = logs.Formatter("%(conversation_id)s %(turn_id)s %(message)s").format(record)
     assert line == "- - starting up"
+
+
+def test_a_streams_reader_logs_outside_the_turn_and_an_abandoned_stream_leaves_no_scope(kept):
+    from falai_django.observe.context import current
+
+    chunks = host.stream("s-stream", {"message": "oi", "id": "wamid.1"})
+    assert "delta" in next(chunks)
+    logging.getLogger("shop.reader").info("between two chunks")  # the reader's code, not the turn's
+    assert current() is None
+    chunks.close()
+    assert current() is None
+    [line] = [r for r in kept if r.name == "shop.reader"]
+    assert (line.conversation_id, line.turn_id) == ("-", "-")
+    assert TurnRecord.objects.get(input_key="wamid.1").claimed_until is None  # given back to the workers
