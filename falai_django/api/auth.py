@@ -33,22 +33,29 @@ def sign(secret: str, timestamp: int | str, body: bytes, *, method: str = "POST"
     return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
-class WebhookClient:
-    """The identity of a correctly signed webhook."""
+class ServiceClient:
+    """The identity of a service authenticated by a shared secret rather than as a user: no
+    permissions of its own; what it may do is its permission class's to say."""
 
     is_authenticated = True
     is_anonymous = False
     is_active = True
     is_staff = False
     is_superuser = False
-    username = "webhook"
+    username = "service"
     pk = None
 
     def __str__(self) -> str:
-        return "webhook"
+        return self.username
 
     def has_perm(self, perm: str, obj=None) -> bool:
         return False
+
+
+class WebhookClient(ServiceClient):
+    """The identity of a correctly signed webhook."""
+
+    username = "webhook"
 
 
 class WebhookSignatureAuthentication(authentication.BaseAuthentication):

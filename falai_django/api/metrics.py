@@ -20,27 +20,15 @@ from rest_framework import authentication, renderers
 from rest_framework.views import APIView
 
 from falai_django import conf
-from falai_django.api.auth import CanDriveConversations
+from falai_django.api.auth import CanDriveConversations, ServiceClient
 from falai_django.host import outages
 from falai_django.observe import exposition
 
 
-class MetricsScraper:
+class MetricsScraper(ServiceClient):
     """The identity of a request carrying the metrics token."""
 
-    is_authenticated = True
-    is_anonymous = False
-    is_active = True
-    is_staff = False
-    is_superuser = False
     username = "metrics"
-    pk = None
-
-    def __str__(self) -> str:
-        return "metrics"
-
-    def has_perm(self, perm: str, obj: Any = None) -> bool:
-        return False
 
 
 class MetricsTokenAuthentication(authentication.BaseAuthentication):

@@ -134,27 +134,22 @@ def _observed_stream(record: TurnRecord, events: Iterator[dict[str, Any]]) -> It
     steps is not host time."""
     scope = observe.Scope(conversation_id=record.conversation_id, record=record)
     while True:
-        token = observe.CURRENT.set(scope)
         try:
-            event = next(events)
+            with observe.within(scope):
+                event = next(events)
         except StopIteration:
             return
         except BaseException:
             _counted(record, scope, None)
             raise
-        finally:
-            observe.CURRENT.reset(token)
         if event.get("done"):
             _counted(record, scope, event["host"])
         paused = time.perf_counter()
         try:
             yield event
         except GeneratorExit:  # the reader went away: the loop hears it now (it unclaims the input)
-            token = observe.CURRENT.set(scope)
-            try:
+            with observe.within(scope):
                 events.close()
-            finally:
-                observe.CURRENT.reset(token)
             raise
         scope.started += time.perf_counter() - paused
 

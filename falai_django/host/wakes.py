@@ -332,7 +332,7 @@ class Dispatcher:
         """Release lapsed claims, hand back unsent rows and parked inputs. `everything` (after an
         outage): with no grace period, unsent rows (the NOTIFYs sent meanwhile are lost) and stored
         inputs no caller runs (a worker's turn cut off by the outage failed its task)."""
-        heartbeat.beat("dispatcher")
+        heartbeat.beat(heartbeat.DISPATCHER)
         release_stale_claims()
         delivery.sweep_unsent(hand_over=self.sender.submit if self.sender is not None else None,
                               older_than_s=0 if everything else None)

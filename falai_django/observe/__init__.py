@@ -1,6 +1,6 @@
 """What operators see: metrics summed across processes, and log lines that name the conversation.
 
-- `context`: the conversation and turn this thread works for (`turn_scope`, `conversation_scope`).
+- `context`: the conversation and turn this thread works for (`turn_scope`, `scope_for`).
 - `logs`: the record factory that puts their ids on every log record, and a `Formatter`.
 - `metrics`: counters and histograms each process adds to the database (`inc`, `observe`, `flush`).
 - `exposition`: `GET <app>/metrics`'s Prometheus text (`render`).

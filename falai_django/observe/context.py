@@ -1,7 +1,7 @@
 """Which conversation and turn this thread works for.
 
 The host enters a scope around each turn (`turn_scope`) and each conversation's sends
-(`conversation_scope`); `observe.logs` puts the scope's ids on every log record made meanwhile.
+(`scope_for`); `observe.logs` puts the scope's ids on every log record made meanwhile.
 The scope is a mutable object in a context variable: the model calls a turn makes (on this
 thread, or on another with a copied context) add their time to it, which is how the turn's host
 time is told apart from the model's (`falai_turn_duration_seconds`).
@@ -25,7 +25,6 @@ class Scope:
     record: Any = None  # the turn's run-log row (its id is read when a line is logged: set once saved)
     started: float = field(default_factory=time.perf_counter)
     model_s: float = 0.0  # time spent waiting for the model, added by each call
-    llm_calls: int = 0
 
     @property
     def turn_id(self) -> int | None:
@@ -40,9 +39,9 @@ def current() -> Scope | None:
 
 
 @contextlib.contextmanager
-def turn_scope(conversation_id: str, record: Any = None) -> Iterator[Scope]:
-    """The scope of one turn (nested turns, run while one waits for earlier inputs, stack)."""
-    scope = Scope(conversation_id=conversation_id, record=record)
+def within(scope: Scope) -> Iterator[Scope]:
+    """`scope` is the current one until the block ends (scopes stack: a turn run while another
+    waits for earlier inputs has its own)."""
     token = CURRENT.set(scope)
     try:
         yield scope
@@ -50,27 +49,22 @@ def turn_scope(conversation_id: str, record: Any = None) -> Iterator[Scope]:
         CURRENT.reset(token)
 
 
-def conversation_scope(conversation_id: str) -> contextlib.AbstractContextManager[Scope]:
-    """The scope of work for a conversation outside a turn (its sends): no turn id."""
-    return turn_scope(conversation_id)
+def turn_scope(conversation_id: str, record: Any = None) -> contextlib.AbstractContextManager[Scope]:
+    """The scope of one turn."""
+    return within(Scope(conversation_id=conversation_id, record=record))
 
 
-def add_model_time(seconds: float) -> None:
+def scope_for(conversation_id: str) -> contextlib.AbstractContextManager[Scope]:
+    """The conversation's scope for work outside a turn (its sends; no turn id): the current one
+    when it is this conversation's already (a send right after its turn keeps the turn's id)."""
     scope = CURRENT.get()
-    if scope is not None:
-        scope.model_s += seconds
-        scope.llm_calls += 1
+    if scope is not None and scope.conversation_id == conversation_id:
+        return contextlib.nullcontext(scope)
+    return within(Scope(conversation_id=conversation_id))
 
 
 def model_called(provider: Any, output: Any, error: BaseException | None, seconds: float) -> None:
     """`llm.calling`'s observer: the call's time belongs to the model, not the host."""
-    add_model_time(seconds)
-
-
-def scope_for(conversation_id: str) -> contextlib.AbstractContextManager[Scope | None]:
-    """The conversation's scope for work outside a turn (its sends): the current one when it is
-    this conversation's already (a send right after its turn keeps the turn's id)."""
     scope = CURRENT.get()
-    if scope is not None and scope.conversation_id == conversation_id:
-        return contextlib.nullcontext(scope)
-    return conversation_scope(conversation_id)
+    if scope is not None:
+        scope.model_s += seconds

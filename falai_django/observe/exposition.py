@@ -16,7 +16,6 @@ Every named metric is in every scrape: the counters' series a fresh install has 
 from __future__ import annotations
 
 import json
-import logging
 import math
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -27,8 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from falai_django.observe import metrics
-
-logger = logging.getLogger("falai_django.metrics")
+from falai_django.observe.heartbeat import DISPATCHER
 
 CONVERSATION_STATES = ("asking", "waiting", "silenced", "human")
 SEND_RESULTS = ("sent", "retry", "failed")
@@ -42,8 +40,6 @@ GAUGES: dict[str, str] = {
     "falai_dispatcher_heartbeat_age_seconds": "Seconds since the dispatcher last beat (+Inf if it never has).",
     "falai_conversations": "Conversations by state: asking, waiting, silenced, human (with a person).",
 }
-
-DISPATCHER = "dispatcher"
 
 
 # The classic text format every Prometheus reads (the newer "1.0.0" only matters for UTF-8 names).

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +49,20 @@ def url(session_id: str, what: str = "") -> str:
 
 def texts(sent: list[Any], session_id: str | None = None) -> list[str]:
     return [m.text for m in sent if session_id is None or m.session_id == session_id]
+
+
+@contextlib.contextmanager
+def listening(handler: logging.Handler, logger_name: str | None = None) -> Iterator[logging.Handler]:
+    """`handler` on a logger (the root by default), the logger at DEBUG, for the block."""
+    logger = logging.getLogger(logger_name)
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def wait_for(predicate, seconds: float = 10.0) -> bool:

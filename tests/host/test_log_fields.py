@@ -13,6 +13,7 @@ from falai_django.models import TurnRecord
 from falai_django.observe import logs
 
 from . import senders
+from .helpers import listening
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,14 +30,8 @@ class Keep(logging.Handler):
 @pytest.fixture
 def kept():
     seen.clear()
-    handler = Keep(level=logging.DEBUG)
-    root = logging.getLogger()
-    old_level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    yield seen
-    root.removeHandler(handler)
-    root.setLevel(old_level)
+    with listening(Keep(level=logging.DEBUG)):
+        yield seen
 
 
 def noisy_context(session_id, session, turn_input):

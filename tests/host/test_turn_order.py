@@ -24,6 +24,7 @@ from falai_django.models import HistoryItem, TurnRecord
 from falai_django.stores.django import DjangoStore
 
 from . import agents
+from .helpers import listening
 from .order_burst import burst
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -45,14 +46,8 @@ class Lines(logging.Handler):
 
 @pytest.fixture
 def log():
-    handler = Lines()
-    logger = logging.getLogger("falai_django.host")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    yield handler
-    logger.removeHandler(handler)
-    logger.setLevel(level)
+    with listening(Lines(), "falai_django.host") as handler:
+        yield handler
 
 
 def _users(sid: str) -> list[str]:
