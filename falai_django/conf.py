@@ -92,6 +92,12 @@ DEFAULTS: dict[str, Any] = {
     # counts to the database every METRICS_FLUSH_S seconds (a scrape sees them within that).
     "METRICS_TOKEN": "",
     "METRICS_FLUSH_S": 2.0,
+    # Traces (OpenTelemetry, when an SDK is installed): put the conversation id on the spans.
+    # Off by default: a trace backend is often readable by more people than the admin.
+    "TRACE_CONVERSATION_IDS": False,
+    # Money on the admin's Operations page: per million tokens, by model, e.g.
+    # {"gemini-2.5-flash": {"input": 0.30, "cached_input": 0.03, "output": 2.50}}; None = tokens only.
+    "MODEL_PRICES": None,
 
     # Flows as data (issue 16): run the enabled `Flow` rows beside the code agent's flows, and
     # look for a new version at most once every FLOWS_RELOAD_S seconds per process.

@@ -31,7 +31,7 @@ from falai_django.host import jobs, sandbox
 from falai_django.models import History
 from falai_django.models import Session as SessionRow
 from falai_django.observe import context as observe
-from falai_django.observe import metrics
+from falai_django.observe import metrics, tracing
 from falai_django.sending import OutboundSend, PermanentSendError, SendError, channel_name
 
 logger = logging.getLogger("falai_django.sending")
@@ -374,19 +374,25 @@ def _drain_items(session_id: str, items: list, sender, sleep, deferred: list | N
             item_id=item.pk,
         )
         attempt = item.send_attempts + 1
-        try:
-            channel_id = sender(outbound)
-        except Exception as exc:  # noqa: BLE001 - any sender failure is recorded and retried
-            give_up = isinstance(exc, PermanentSendError) or attempt >= conf.get("SEND_RETRY_MAX")
-            delay = max(send_delay_s(attempt), getattr(exc, "retry_after_s", None) or 0)
+        failure: Exception | None = None
+        with tracing.send_span(session_id, channel_label, attempt, item.kind) as span:
+            try:
+                channel_id = sender(outbound)
+            except Exception as exc:  # noqa: BLE001 - any sender failure is recorded and retried
+                failure = exc
+            give_up = failure is not None and (isinstance(failure, PermanentSendError)
+                                               or attempt >= conf.get("SEND_RETRY_MAX"))
+            span.result("sent" if failure is None else "failed" if give_up else "retry", failure)
+        if failure is not None:
+            delay = max(send_delay_s(attempt), getattr(failure, "retry_after_s", None) or 0)
             History.objects.filter(pk=item.pk).update(
                 send_status=History.SendStatus.FAILED if give_up else History.SendStatus.PENDING,
                 send_attempts=attempt,
                 # a channel's own refusal reads as it said it; anything else names the exception
-                send_error=(str(exc) if isinstance(exc, SendError) else f"{type(exc).__name__}: {exc}")[:2000],
+                send_error=(str(failure) if isinstance(failure, SendError) else f"{type(failure).__name__}: {failure}")[:2000],
                 next_attempt_at=None if give_up else timezone.now() + timedelta(seconds=delay),
             )
-            logger.warning("falai send failed for %s (attempt %d): %s", session_id, attempt, exc)
+            logger.warning("falai send failed for %s (attempt %d): %s", session_id, attempt, failure)
             metrics.message_sent(channel_label, "failed" if give_up else "retry")
             if give_up:
                 continue

@@ -46,7 +46,7 @@ from falai_django.host.writer import TurnWrite, write_turn
 from falai_django.models import History, TurnRecord, Wake
 from falai_django.models.sql import blob_select, bound_cursor, read_blob_text
 from falai_django.observe import context as observe
-from falai_django.observe import metrics
+from falai_django.observe import metrics, tracing
 from falai_django.stores.django import DjangoStore
 
 logger = logging.getLogger("falai_django.host")
@@ -122,8 +122,8 @@ def process(record: TurnRecord, *, agent: Any = None, context: Any = UNSET, send
                 if event.get("done"):
                     _counted(record, scope, event["host"])
                     return event["host"]
-        except BaseException:
-            _counted(record, scope, None)
+        except BaseException as exc:
+            _counted(record, scope, None, exc)
             raise
     raise AssertionError("the host loop ended without a result")  # pragma: no cover
 
@@ -132,15 +132,15 @@ def _observed_stream(record: TurnRecord, events: Iterator[dict[str, Any]]) -> It
     """`stream`'s events, each step run in the turn's scope (never across a yield: the reader's
     own code is not the turn's), and the turn counted once it ends. The reader's time between
     steps is not host time."""
-    scope = observe.Scope(conversation_id=record.conversation_id, record=record)
+    scope = observe.new_turn(record.conversation_id, record)
     while True:
         try:
             with observe.within(scope):
                 event = next(events)
         except StopIteration:
             return
-        except BaseException:
-            _counted(record, scope, None)
+        except BaseException as exc:
+            _counted(record, scope, None, exc)
             raise
         if event.get("done"):
             _counted(record, scope, event["host"])
@@ -150,13 +150,17 @@ def _observed_stream(record: TurnRecord, events: Iterator[dict[str, Any]]) -> It
         except GeneratorExit:  # the reader went away: the loop hears it now (it unclaims the input)
             with observe.within(scope):
                 events.close()
+            if not event.get("done"):  # unfinished: its span says so (the run log still says received)
+                tracing.end_turn(scope.span, status=str(record.status), replays=record.replays,
+                                 llm_calls=scope.llm_calls)
             raise
         scope.started += time.perf_counter() - paused
 
 
-def _counted(record: TurnRecord, scope: observe.Scope, result: HostResult | None) -> None:
+def _counted(record: TurnRecord, scope: observe.Scope, result: HostResult | None,
+             error: BaseException | None = None) -> None:
     """`falai_turns_total`, replays and host time for a turn that ended (None: it raised; the run
-    log then says failed, or retry when it was parked)."""
+    log then says failed, or retry when it was parked), and the end of its trace span."""
     if result is not None:
         status, replays = str(result.status), result.replays
     else:
@@ -165,6 +169,10 @@ def _counted(record: TurnRecord, scope: observe.Scope, result: HostResult | None
         status, replays = str(status), record.replays
     host_s = max(0.0, time.perf_counter() - scope.started - scope.model_s)
     metrics.turn_finished(str(record.kind), status, replays, host_s)
+    engine_result = getattr(result, "result", None)
+    llm_calls = engine_result.llm_calls if engine_result is not None else scope.llm_calls
+    tracing.end_turn(scope.span, status=status, replays=replays, llm_calls=llm_calls, result=engine_result,
+                     error=error)
 
 
 def process_record(record_id: int) -> HostResult | None:

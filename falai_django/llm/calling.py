@@ -5,23 +5,26 @@ async provider, action and tool calls go back to that loop; a plain `turn` runs 
 fresh loop. Every answer is read as a `GenerateOutput` / `StreamChunk`.
 
 Every call is reported to the observers `observe_calls` registered (the app's metrics): the
-provider, the answer or the error, and how long it took. An observer never breaks a call.
+provider, the answer or the error, and how long it took. An observer never breaks a call. The
+opener `trace_calls` registered (the app's tracing) gives each call a span, current while the call
+(or a stream's next chunk) is awaited and ended with its answer or error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from .types import GenerateOutput, StreamChunk, as_chunk, as_output, read_usage
 
-__all__ = ["HOME_LOOP", "call_provider", "observe_calls", "resolve_awaitable", "stream_provider"]
+__all__ = ["HOME_LOOP", "call_provider", "observe_calls", "resolve_awaitable", "stream_provider", "trace_calls"]
 
 logger = logging.getLogger("falai_django.llm")
 
@@ -34,6 +37,46 @@ def observe_calls(observer: CallObserver) -> None:
     """Report every model call to `observer` from now on (registering one twice is a no-op)."""
     if observer not in _observers:
         _observers.append(observer)
+
+
+class CallSpan(Protocol):
+    """What a span opener returns for one call."""
+
+    def active(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    def finish(self, output: GenerateOutput | None, error: BaseException | None) -> None: ...
+
+
+# opener(provider) -> a started span for one call, or None when nothing records
+SpanOpener = Callable[[Any], "CallSpan | None"]
+_span_opener: list[SpanOpener] = []
+
+
+def trace_calls(opener: SpanOpener | None) -> None:
+    """Open a span for every model call from now on with `opener` (None: no spans)."""
+    _span_opener[:] = [opener] if opener is not None else []
+
+
+def _open_span(provider: Any) -> CallSpan | None:
+    if not _span_opener:
+        return None
+    try:
+        return _span_opener[0](provider)
+    except Exception:  # noqa: BLE001 - tracing a call must never fail it
+        logger.exception("falai: a model call's span could not be opened")
+        return None
+
+
+def _active(span: CallSpan | None) -> contextlib.AbstractContextManager[Any]:
+    return span.active() if span is not None else contextlib.nullcontext()
+
+
+def _finish(span: CallSpan | None, output: GenerateOutput | None, error: BaseException | None) -> None:
+    if span is not None:
+        try:
+            span.finish(output, error)
+        except Exception:  # noqa: BLE001 - likewise
+            logger.exception("falai: a model call's span could not be ended")
 
 
 def _report(provider: Any, output: GenerateOutput | None, error: BaseException | None, started: float) -> None:
@@ -90,17 +133,21 @@ def resolve_awaitable(value: Any) -> Any:
 def call_provider(provider: Any, request: Any) -> GenerateOutput:
     """`generate_message`, or under `aturn` the provider's `agenerate_message` on the caller's loop.
     The answer is read as a `GenerateOutput` whatever shape a hand-written provider gives it."""
+    span = _open_span(provider)
     started = time.perf_counter()
     try:
-        home = HOME_LOOP.get()
-        if home is not None and home.is_running() and hasattr(provider, "agenerate_message"):
-            output = as_output(asyncio.run_coroutine_threadsafe(provider.agenerate_message(request), home).result())
-        else:
-            output = as_output(resolve_awaitable(provider.generate_message(request)))
+        with _active(span):
+            home = HOME_LOOP.get()
+            if home is not None and home.is_running() and hasattr(provider, "agenerate_message"):
+                output = as_output(asyncio.run_coroutine_threadsafe(provider.agenerate_message(request), home).result())
+            else:
+                output = as_output(resolve_awaitable(provider.generate_message(request)))
     except BaseException as exc:
         _report(provider, None, exc, started)
+        _finish(span, None, exc)
         raise
     _report(provider, output, None, started)
+    _finish(span, output, None)
     return output
 
 
@@ -112,15 +159,20 @@ def stream_provider(provider: Any, request: Any) -> Iterator[StreamChunk]:
         yield StreamChunk(delta=out.message, accumulated=out.message, done=True, metadata=out.metadata,
                           structured=out.structured)
         return
-    # The call's time is the time spent waiting for its chunks, not the reader's between them.
+    # The call's time is the time spent waiting for its chunks, not the reader's between them; its
+    # span is current only while a chunk is awaited (never across a yield: the reader's code is not
+    # the call's).
+    span = _open_span(provider)
     started = time.perf_counter()
     last: StreamChunk | None = None
     usage: dict[str, Any] | None = None  # the metadata of the last chunk that counted tokens
     try:
-        chunks = iter(stream(request))
+        with _active(span):
+            chunks = iter(stream(request))
         while True:
             try:
-                raw = next(chunks)
+                with _active(span):
+                    raw = next(chunks)
             except StopIteration:
                 break
             last = as_chunk(raw)
@@ -131,11 +183,14 @@ def stream_provider(provider: Any, request: Any) -> Iterator[StreamChunk]:
             started += time.perf_counter() - paused
     except GeneratorExit:  # the reader stopped early: the call itself did not fail
         _report(provider, _streamed(last, usage), None, started)
+        _finish(span, _streamed(last, usage), None)
         raise
     except BaseException as exc:
         _report(provider, None, exc, started)
+        _finish(span, None, exc)
         raise
     _report(provider, _streamed(last, usage), None, started)
+    _finish(span, _streamed(last, usage), None)
 
 
 def _streamed(last: StreamChunk | None, usage: dict[str, Any] | None) -> GenerateOutput:

@@ -5,6 +5,7 @@
 - `metrics`: counters and histograms each process adds to the database (`inc`, `observe`, `flush`).
 - `exposition`: `GET <app>/metrics`'s Prometheus text (`render`).
 - `heartbeat`: long-running processes say they are alive (`beat`).
+- `tracing`: OpenTelemetry spans per turn, model call and send (a no-op without an SDK).
 
 `install()` (the app's `ready`) hooks them up once per process.
 """
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 
 def install() -> None:
-    from falai_django.llm.calling import observe_calls
-    from falai_django.observe import context, logs, metrics
+    from falai_django.llm.calling import observe_calls, trace_calls
+    from falai_django.observe import context, logs, metrics, tracing
 
     logs.install()
     observe_calls(context.model_called)
     observe_calls(metrics.model_called)
+    trace_calls(tracing.model_call_span)

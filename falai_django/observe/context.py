@@ -2,6 +2,8 @@
 
 The host enters a scope around each turn (`turn_scope`) and each conversation's sends
 (`scope_for`); `observe.logs` puts the scope's ids on every log record made meanwhile.
+While a turn's scope is current, so is its trace span (`observe.tracing`): model calls and sends
+made inside are its children.
 The scope is a mutable object in a context variable: the model calls a turn makes (on this
 thread, or on another with a copied context) add their time to it, which is how the turn's host
 time is told apart from the model's (`falai_turn_duration_seconds`).
@@ -16,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from falai_django.observe import tracing
+
 
 @dataclass
 class Scope:
@@ -25,6 +29,8 @@ class Scope:
     record: Any = None  # the turn's run-log row (its id is read when a line is logged: set once saved)
     started: float = field(default_factory=time.perf_counter)
     model_s: float = 0.0  # time spent waiting for the model, added by each call
+    llm_calls: int = 0  # model calls made (the turn span's count when the turn has no result)
+    span: Any = None  # the turn's trace span (observe.tracing), current while the scope is
 
     @property
     def turn_id(self) -> int | None:
@@ -44,14 +50,21 @@ def within(scope: Scope) -> Iterator[Scope]:
     waits for earlier inputs has its own)."""
     token = CURRENT.set(scope)
     try:
-        yield scope
+        with tracing.activate(scope.span):
+            yield scope
     finally:
         CURRENT.reset(token)
 
 
 def turn_scope(conversation_id: str, record: Any = None) -> contextlib.AbstractContextManager[Scope]:
-    """The scope of one turn."""
-    return within(Scope(conversation_id=conversation_id, record=record))
+    """The scope of one turn, with its trace span started (`host.turns` ends it)."""
+    return within(new_turn(conversation_id, record))
+
+
+def new_turn(conversation_id: str, record: Any = None) -> Scope:
+    """A turn's scope, not entered yet, its span started."""
+    kind = str(getattr(record, "kind", "") or "")
+    return Scope(conversation_id=conversation_id, record=record, span=tracing.start_turn(conversation_id, kind))
 
 
 def scope_for(conversation_id: str) -> contextlib.AbstractContextManager[Scope]:
@@ -68,3 +81,4 @@ def model_called(provider: Any, output: Any, error: BaseException | None, second
     scope = CURRENT.get()
     if scope is not None:
         scope.model_s += seconds
+        scope.llm_calls += 1
