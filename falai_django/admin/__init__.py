@@ -6,8 +6,9 @@ and each module registers its own `ModelAdmin` classes):
 - `desk`           the human desk inside the conversation admin: queues, one conversation, the live
                    poll, claim / assign / notes / resolve / retry send
 - `flows`          flows stored as data: the form with its live check, the picture, versions, funnel
+- `operations`     the "Operations" page: backlog, heartbeat, turns, model latency, tokens and money
 
 It imports the domains (`host/`, `handoff/`, `flows/`) and `models/`; nothing imports the admin.
 """
 
-from falai_django.admin import conversations, desk, flows  # noqa: F401 - each registers its admin classes
+from falai_django.admin import conversations, desk, flows, operations  # noqa: F401 - each registers its admin classes

@@ -5,7 +5,8 @@ tables, one migration history):
              outbox), `Wake`, `TurnRecord` (the durable inbox and run log), `TurnLock`
 - `handoff`  `Assignment`, `DeskEntry`, `SavedReply`, `ReadMarker` (the desk)
 - `flows`    `Flow`, `FlowVersion` (flows stored as data)
-- `observe`  `MetricTotal` (counters summed across processes), `Heartbeat` (the dispatcher's)
+- `observe`  `MetricTotal` (counters summed across processes) and `DailyTotal` (by day),
+             `Heartbeat` (the dispatcher's), `Operations` (the admin page's entry)
 - `sql`      the session row's statements, shared by the ORM store and the host's writer
 
 Models import the engine (the blob is an engine session) and nothing above them: no domain, not
@@ -17,7 +18,8 @@ the flows domain (`flows.saving`), which answers the model's signals (`Flow.clea
 from falai_django.models.flows import Flow, FlowVersion
 from falai_django.models.handoff import Assignment, DeskEntry, ReadMarker, SavedReply
 from falai_django.models.host import Conversation, History, HistoryItem, Session, TurnLock, TurnRecord, Wake
-from falai_django.models.observe import Heartbeat, MetricTotal
+from falai_django.models.observe import DailyTotal, Heartbeat, MetricTotal, Operations
 
-__all__ = ["Assignment", "Conversation", "DeskEntry", "Flow", "FlowVersion", "Heartbeat", "History", "HistoryItem", "MetricTotal", "ReadMarker",
-           "SavedReply", "Session", "TurnLock", "TurnRecord", "Wake"]
+__all__ = ["Assignment", "Conversation", "DailyTotal", "DeskEntry", "Flow", "FlowVersion", "Heartbeat", "History",
+           "HistoryItem", "MetricTotal", "Operations", "ReadMarker", "SavedReply", "Session", "TurnLock", "TurnRecord",
+           "Wake"]

@@ -160,6 +160,9 @@ class History(models.Model):
             # a channel's delivery status finds its row by the channel's message id
             models.Index(fields=["channel_message_id"], name="falai_hist_channel_id",
                          condition=models.Q(channel_message_id__isnull=False)),
+            # the Operations page's failed sends (a small share of the transcript)
+            models.Index(fields=["at"], name="falai_hist_failed",
+                         condition=models.Q(send_status="failed") | models.Q(delivery_status="failed")),
         ]
 
     def __str__(self) -> str:
@@ -265,6 +268,8 @@ class TurnRecord(models.Model):
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="falai_turn_retry"),
             models.Index(fields=["conversation_id", "id"], name="falai_turn_conv_id"),
+            # the Operations page's "turns in the last hour / day"
+            models.Index(fields=["received_at"], name="falai_turn_received"),
             # A conversation's open inputs, in order (host/ordering.py): small, only unfinished rows.
             models.Index(fields=["conversation_id", "id"], name="falai_turn_open",
                          condition=models.Q(status__in=["received", "retry"]) & ~models.Q(kind="wake")),

@@ -4,7 +4,10 @@
   web server, django-q2 worker and dispatcher adds what it counted since its last flush
   (`observe.metrics`), so `GET <app>/metrics` on any web server shows every process's counts with
   nothing shared but the database the conversations live in.
+- `DailyTotal` — the same, by day, for the admin's Operations page: model calls, latency and
+  tokens by model per day (a Prometheus counter has no calendar; a team's bill does).
 - `Heartbeat` — when a long-running process (the dispatcher) last said it was alive.
+- `Operations` — no table: the admin's "Operations" page hangs on it (`admin.operations`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,32 @@ class MetricTotal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}{self.labels} {self.value}"
+
+
+class DailyTotal(models.Model):
+    day = models.DateField(_("day"))  # the project's local day (TIME_ZONE) when it was counted
+    name = models.CharField(_("name"), max_length=200)
+    labels = models.CharField(_("labels"), max_length=1000, blank=True, default="")
+    value = models.FloatField(_("value"), default=0.0)
+
+    class Meta:
+        db_table = "falai_metric_day"
+        verbose_name = _("daily total")
+        verbose_name_plural = _("daily totals")
+        constraints = [models.UniqueConstraint(fields=["day", "name", "labels"], name="falai_metric_day_series")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.name}{self.labels} {self.value}"
+
+
+class Operations(MetricTotal):
+    """The admin index's "Operations" entry (a proxy: no table, no rows of its own)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("Operations")
+        verbose_name_plural = _("Operations")
+        default_permissions = ()
 
 
 class Heartbeat(models.Model):

@@ -16,11 +16,16 @@ database is away) keeps the counts for the next one and says so once in the log.
 
 Histograms are stored as their buckets' own counts (not cumulative), `_sum` and `_count`;
 `exposition` adds them up.
+
+Model calls are also counted by day (`DAILY`, rows of `models.DailyTotal`, written by the same
+flush): the admin's Operations page reads calls, latency percentiles and tokens by model per day
+from them, and turns tokens into money (`FALAI["MODEL_PRICES"]`).
 """
 
 from __future__ import annotations
 
 import atexit
+import datetime
 import functools
 import json
 import logging
@@ -63,6 +68,15 @@ HISTOGRAMS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
     "falai_wake_lateness_seconds": ("How long after its due time a wake fired.", (), LATENESS_BUCKETS),
 }
 
+# Counted by day for the Operations page (name: label names). `llm_seconds` is a histogram with
+# fine buckets (each 25 % above the last, 50 ms to 5 min): its p50/p95 are within about 12 %.
+DAILY: dict[str, tuple[str, ...]] = {
+    "llm_calls": ("provider", "model", "result"),
+    "llm_tokens": ("provider", "model", "type"),
+    "llm_seconds": ("provider", "model"),
+}
+DAY_LATENCY_BUCKETS = tuple(round(0.05 * 1.25 ** k, 4) for k in range(40))
+
 LABEL_MAX = 120  # a label value longer than this is cut (a model name, a channel)
 
 
@@ -79,22 +93,23 @@ def _series_key(items: tuple[tuple[str, str], ...]) -> str:
 
 
 class Tally:
-    """This process's counts since its last flush: {(series name, labels key): amount}."""
+    """This process's counts since its last flush: {(series name, labels key[, day]): amount}."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pending: dict[tuple[str, str], float] = {}
+        self._pending: dict[tuple[str, ...], float] = {}  # (name, labels) or (name, labels, day)
 
-    def add(self, name: str, labels: str, amount: float) -> None:
+    def add(self, name: str, labels: str, amount: float, day: str | None = None) -> None:
+        key = (name, labels) if day is None else (name, labels, day)
         with self._lock:
-            self._pending[(name, labels)] = self._pending.get((name, labels), 0.0) + amount
+            self._pending[key] = self._pending.get(key, 0.0) + amount
 
-    def take(self) -> dict[tuple[str, str], float]:
+    def take(self) -> dict[tuple[str, ...], float]:
         with self._lock:
             taken, self._pending = self._pending, {}
         return taken
 
-    def give_back(self, taken: dict[tuple[str, str], float]) -> None:
+    def give_back(self, taken: dict[tuple[str, ...], float]) -> None:
         """A flush that failed: its counts wait for the next one."""
         with self._lock:
             for key, amount in taken.items():
@@ -132,6 +147,33 @@ def observe(name: str, value: float, **labels: Any) -> None:
     flusher.ensure()
 
 
+def _today() -> str:
+    """The project's local day (its TIME_ZONE), as the Operations page shows days."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    return (timezone.localdate() if settings.USE_TZ else datetime.date.today()).isoformat()
+
+
+def inc_day(name: str, amount: float = 1.0, **labels: Any) -> None:
+    """Add to today's total of a series named in DAILY."""
+    if amount:
+        tally.add(name, series_key(labels), float(amount), _today())
+        flusher.ensure()
+
+
+def observe_day(name: str, value: float, **labels: Any) -> None:
+    """Put one value in today's fine-bucketed histogram `name` (DAILY)."""
+    day = _today()
+    value = max(0.0, float(value))
+    bound = next((b for b in DAY_LATENCY_BUCKETS if value <= b), float("inf"))
+    tally.add(f"{name}_bucket", series_key({**labels, "le": floatToGoString(bound)}), 1.0, day)
+    key = series_key(labels)
+    tally.add(f"{name}_sum", key, value, day)
+    tally.add(f"{name}_count", key, 1.0, day)
+    flusher.ensure()
+
+
 # ---------------------------------------------------------------------------------------------
 # What the host counts
 # ---------------------------------------------------------------------------------------------
@@ -158,11 +200,14 @@ def model_called(provider: Any, output: Any, error: BaseException | None, second
         result = error.kind if isinstance(error, ProviderError) else "error"
     inc("falai_llm_calls_total", provider=name, model=model, result=result)
     observe("falai_llm_call_duration_seconds", seconds, provider=name, model=model)
+    inc_day("llm_calls", provider=name, model=model, result=result)
+    observe_day("llm_seconds", seconds, provider=name, model=model)
     usage = read_usage(metadata) if error is None else None
     if usage:
         for kind, field in (("prompt", "promptTokens"), ("cached", "cachedInputTokens"),
                             ("completion", "completionTokens")):
             inc("falai_llm_tokens_total", usage.get(field, 0), provider=name, model=model, type=kind)
+            inc_day("llm_tokens", usage.get(field, 0), provider=name, model=model, type=kind)
 
 
 def message_sent(channel: str, result: str) -> None:
@@ -196,33 +241,49 @@ def flush(using: str | None = None) -> int:
     return len(taken)
 
 
-def _write(taken: dict[tuple[str, str], float], alias: str) -> None:
-    from django.db import connections, transaction
+def _write(taken: dict[tuple[str, ...], float], alias: str) -> None:
+    from django.db import transaction
 
-    from falai_django.models import MetricTotal
+    from falai_django.models import DailyTotal, MetricTotal
 
-    rows = sorted(taken.items())  # one lock order for every writer: concurrent flushes never deadlock
-    connection = connections[alias]
+    # One lock order for every writer (sorted rows): concurrent flushes never deadlock.
+    totals = sorted((key, amount) for key, amount in taken.items() if len(key) == 2)
+    daily = sorted(((datetime.date.fromisoformat(key[2]), key[0], key[1]), amount)
+                   for key, amount in taken.items() if len(key) == 3)
     with transaction.atomic(using=alias):
-        if connection.vendor in ("postgresql", "sqlite"):
-            q = connection.ops.quote_name
-            table = q(MetricTotal._meta.db_table)
-            for start in range(0, len(rows), 300):  # 900 parameters: under old SQLite's 999
-                part = rows[start:start + 300]
-                values = ", ".join(["(%s, %s, %s)"] * len(part))
-                params = [v for (name, labels), amount in part for v in (name, labels, amount)]
-                with connection.cursor() as cursor:
-                    cursor.execute(
-                        f"INSERT INTO {table} ({q('name')}, {q('labels')}, {q('value')}) VALUES {values} "
-                        f"ON CONFLICT ({q('name')}, {q('labels')}) DO UPDATE "
-                        f"SET {q('value')} = {table}.{q('value')} + excluded.{q('value')}", params)
-            return
-        from django.db.models import F
+        if totals:
+            _add(MetricTotal, ("name", "labels"), totals, alias)
+        if daily:
+            _add(DailyTotal, ("day", "name", "labels"), daily, alias)
 
-        for (name, labels), amount in rows:
-            series = MetricTotal.objects.using(alias).filter(name=name, labels=labels)
-            if not series.update(value=F("value") + amount):
-                MetricTotal.objects.using(alias).create(name=name, labels=labels, value=amount)
+
+def _add(model: Any, key_fields: tuple[str, ...], rows: list[tuple[tuple[str, ...], float]], alias: str) -> None:
+    """Add each row's amount to its series' `value` (a new series starts at it): one upsert per
+    300 rows on PostgreSQL and SQLite, an UPDATE-else-INSERT elsewhere."""
+    from django.db import connections
+
+    connection = connections[alias]
+    if connection.vendor in ("postgresql", "sqlite"):
+        q = connection.ops.quote_name
+        table = q(model._meta.db_table)
+        columns = ", ".join(q(f) for f in (*key_fields, "value"))
+        conflict = ", ".join(q(f) for f in key_fields)
+        per = 900 // (len(key_fields) + 1)  # parameters under old SQLite's 999
+        for start in range(0, len(rows), per):
+            part = rows[start:start + per]
+            values = ", ".join(["(" + ", ".join(["%s"] * (len(key_fields) + 1)) + ")"] * len(part))
+            params = [v for key, amount in part for v in (*key, amount)]
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"INSERT INTO {table} ({columns}) VALUES {values} ON CONFLICT ({conflict}) DO UPDATE "
+                    f"SET {q('value')} = {table}.{q('value')} + excluded.{q('value')}", params)
+        return
+    from django.db.models import F
+
+    for key, amount in rows:
+        where = dict(zip(key_fields, key, strict=True))
+        if not model.objects.using(alias).filter(**where).update(value=F("value") + amount):
+            model.objects.using(alias).create(**where, value=amount)
 
 
 class Flusher:
