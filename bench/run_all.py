@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 # The benches in the order they run; any other bench/*.py with a main() runs after them.
-BENCHES = ("blob", "stores", "turn", "stream", "host", "wakes")
+BENCHES = ("blob", "stores", "turn", "stream", "host", "wakes", "instruments")
 NOT_BENCHES = {"run_all", "__init__"}
 
 
@@ -73,6 +73,8 @@ TARGETS: tuple[Target, ...] = (
     Target("wakes", "lateness_p99_s", "<=", 1, "s"),
     Target("wakes", "wakes_per_s", ">=", 300, "/s"),
     Target("wakes", "burst_drain_per_s", ">=", 700, "/s"),
+    # issue 46: metrics + traces (an SDK installed) against the host's CPU per turn
+    Target("instruments", "instruments_share_of_turn_cpu_pct", "<=", 5, "%"),
 )
 
 

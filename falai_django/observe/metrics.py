@@ -25,6 +25,7 @@ from them, and turns tokens into money (`FALAI["MODEL_PRICES"]`).
 from __future__ import annotations
 
 import atexit
+import bisect
 import datetime
 import functools
 import json
@@ -84,12 +85,39 @@ def series_key(labels: Mapping[str, Any]) -> str:
     """A series' labels as stored: compact JSON, sorted keys; "" for none."""
     if not labels:
         return ""
-    return _series_key(tuple(sorted((k, str(v)[:LABEL_MAX]) for k, v in labels.items())))
+    return _series_key(_pairs(labels))
+
+
+def _pairs(labels: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, str(v)[:LABEL_MAX]) for k, v in labels.items()))
 
 
 @functools.lru_cache(maxsize=4096)  # a handful of series are counted over and over
 def _series_key(items: tuple[tuple[str, str], ...]) -> str:
-    return json.dumps(dict(items), separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(dict(items), separators=(",", ":"), ensure_ascii=False) if items else ""
+
+
+# A value's bucket: the index of the first bound it does not exceed (bisect), and that bound's
+# `le` text, worked out once per histogram.
+_LE_TEXTS: dict[tuple[float, ...], tuple[str, ...]] = {}
+
+
+def _bucket(bounds: tuple[float, ...], value: float) -> str:
+    texts = _LE_TEXTS.get(bounds)
+    if texts is None:
+        texts = _LE_TEXTS[bounds] = (*(floatToGoString(b) for b in bounds), "+Inf")
+    return texts[bisect.bisect_left(bounds, value)]
+
+
+def _histogram(name: str, value: float, pairs: tuple[tuple[str, str], ...], bounds: tuple[float, ...],
+               day: str | None = None) -> list[tuple[tuple[str, ...], float]]:
+    """The three additions one observed value makes: its bucket, the sum and the count."""
+    value = max(0.0, float(value))
+    bucket = _series_key(tuple(sorted((*pairs, ("le", _bucket(bounds, value))))))
+    key = _series_key(pairs)
+    tail = () if day is None else (day,)
+    return [((f"{name}_bucket", bucket, *tail), 1.0), ((f"{name}_sum", key, *tail), value),
+            ((f"{name}_count", key, *tail), 1.0)]
 
 
 class Tally:
@@ -100,9 +128,14 @@ class Tally:
         self._pending: dict[tuple[str, ...], float] = {}  # (name, labels) or (name, labels, day)
 
     def add(self, name: str, labels: str, amount: float, day: str | None = None) -> None:
-        key = (name, labels) if day is None else (name, labels, day)
+        self.add_many([((name, labels) if day is None else (name, labels, day), amount)])
+
+    def add_many(self, items: list[tuple[tuple[str, ...], float]]) -> None:
+        """Add several amounts under one lock (a model call makes about a dozen)."""
         with self._lock:
-            self._pending[key] = self._pending.get(key, 0.0) + amount
+            pending = self._pending
+            for key, amount in items:
+                pending[key] = pending.get(key, 0.0) + amount
 
     def take(self) -> dict[tuple[str, ...], float]:
         with self._lock:
@@ -111,9 +144,7 @@ class Tally:
 
     def give_back(self, taken: dict[tuple[str, ...], float]) -> None:
         """A flush that failed: its counts wait for the next one."""
-        with self._lock:
-            for key, amount in taken.items():
-                self._pending[key] = self._pending.get(key, 0.0) + amount
+        self.add_many(list(taken.items()))
 
     def forget(self) -> None:
         """In a forked child: the parent's counts are the parent's to write (and the lock may have
@@ -137,22 +168,34 @@ def inc(name: str, amount: float = 1.0, **labels: Any) -> None:
 
 def observe(name: str, value: float, **labels: Any) -> None:
     """Put one value in a histogram named in HISTOGRAMS."""
-    bounds = HISTOGRAMS[name][2]
-    value = max(0.0, float(value))
-    bound = next((b for b in bounds if value <= b), float("inf"))
-    tally.add(f"{name}_bucket", series_key({**labels, "le": floatToGoString(bound)}), 1.0)
-    key = series_key(labels)
-    tally.add(f"{name}_sum", key, value)
-    tally.add(f"{name}_count", key, 1.0)
+    tally.add_many(_histogram(name, value, _pairs(labels), HISTOGRAMS[name][2]))
     flusher.ensure()
 
 
+_day: tuple[str, float] = ("", 0.0)  # today, and until when (time.time()) it is today
+
+
 def _today() -> str:
-    """The project's local day (its TIME_ZONE), as the Operations page shows days."""
+    """The project's local day (its TIME_ZONE), as the Operations page shows days. Worked out at
+    most once a minute (and at midnight): a model call asks for it several times."""
+    global _day
+    day, until = _day
+    now = time.time()
+    if now < until:
+        return day
     from django.conf import settings
     from django.utils import timezone
 
-    return (timezone.localdate() if settings.USE_TZ else datetime.date.today()).isoformat()
+    if settings.USE_TZ:
+        local = timezone.localtime()
+        midnight = timezone.make_aware(datetime.datetime.combine(local.date() + datetime.timedelta(days=1),
+                                                                 datetime.time.min), local.tzinfo)
+    else:
+        local = datetime.datetime.now()
+        midnight = datetime.datetime.combine(local.date() + datetime.timedelta(days=1), datetime.time.min)
+    day = local.date().isoformat()
+    _day = (day, min(midnight.timestamp(), now + 60.0))
+    return day
 
 
 def inc_day(name: str, amount: float = 1.0, **labels: Any) -> None:
@@ -164,13 +207,7 @@ def inc_day(name: str, amount: float = 1.0, **labels: Any) -> None:
 
 def observe_day(name: str, value: float, **labels: Any) -> None:
     """Put one value in today's fine-bucketed histogram `name` (DAILY)."""
-    day = _today()
-    value = max(0.0, float(value))
-    bound = next((b for b in DAY_LATENCY_BUCKETS if value <= b), float("inf"))
-    tally.add(f"{name}_bucket", series_key({**labels, "le": floatToGoString(bound)}), 1.0, day)
-    key = series_key(labels)
-    tally.add(f"{name}_sum", key, value, day)
-    tally.add(f"{name}_count", key, 1.0, day)
+    tally.add_many(_histogram(name, value, _pairs(labels), DAY_LATENCY_BUCKETS, _today()))
     flusher.ensure()
 
 
@@ -180,34 +217,44 @@ def observe_day(name: str, value: float, **labels: Any) -> None:
 
 
 def turn_finished(kind: str, status: str, replays: int, host_s: float) -> None:
-    inc("falai_turns_total", kind=kind, status=status)
+    items = [(("falai_turns_total", _series_key((("kind", kind), ("status", status)))), 1.0)]
     if replays:
-        inc("falai_turn_replays_total", replays)
-    observe("falai_turn_duration_seconds", host_s)
+        items.append((("falai_turn_replays_total", ""), float(replays)))
+    items += _histogram("falai_turn_duration_seconds", host_s, (), TURN_BUCKETS)
+    tally.add_many(items)
+    flusher.ensure()
+
+
+_TOKEN_FIELDS = (("prompt", "promptTokens"), ("cached", "cachedInputTokens"), ("completion", "completionTokens"))
 
 
 def model_called(provider: Any, output: Any, error: BaseException | None, seconds: float) -> None:
-    """`llm.calling`'s observer: one model call, its result, time and tokens."""
+    """`llm.calling`'s observer: one model call, its result, time and tokens (totals and today's)."""
     from falai_django.llm.errors import ProviderError
     from falai_django.llm.types import read_usage
 
     metadata = getattr(output, "metadata", None) or {}
-    name = str(getattr(provider, "name", None) or type(provider).__name__)
-    model = str(metadata.get("model") or getattr(provider, "model", None) or "")
+    name = str(getattr(provider, "name", None) or type(provider).__name__)[:LABEL_MAX]
+    model = str(metadata.get("model") or getattr(provider, "model", None) or "")[:LABEL_MAX]
     if error is None:
         result = "ok"
     else:
         result = error.kind if isinstance(error, ProviderError) else "error"
-    inc("falai_llm_calls_total", provider=name, model=model, result=result)
-    observe("falai_llm_call_duration_seconds", seconds, provider=name, model=model)
-    inc_day("llm_calls", provider=name, model=model, result=result)
-    observe_day("llm_seconds", seconds, provider=name, model=model)
+    day = _today()
+    who = (("model", model), ("provider", name))
+    call = _series_key((*who, ("result", str(result)[:LABEL_MAX])))
+    items = [(("falai_llm_calls_total", call), 1.0), (("llm_calls", call, day), 1.0)]
+    items += _histogram("falai_llm_call_duration_seconds", seconds, who, LLM_BUCKETS)
+    items += _histogram("llm_seconds", seconds, who, DAY_LATENCY_BUCKETS, day)
     usage = read_usage(metadata) if error is None else None
     if usage:
-        for kind, field in (("prompt", "promptTokens"), ("cached", "cachedInputTokens"),
-                            ("completion", "completionTokens")):
-            inc("falai_llm_tokens_total", usage.get(field, 0), provider=name, model=model, type=kind)
-            inc_day("llm_tokens", usage.get(field, 0), provider=name, model=model, type=kind)
+        for kind, field in _TOKEN_FIELDS:
+            amount = float(usage.get(field, 0))
+            if amount:
+                key = _series_key((*who, ("type", kind)))
+                items += [(("falai_llm_tokens_total", key), amount), (("llm_tokens", key, day), amount)]
+    tally.add_many(items)
+    flusher.ensure()
 
 
 def message_sent(channel: str, result: str) -> None:

@@ -95,18 +95,24 @@ def start_turn(conversation_id: str, kind: str) -> Any:
     return span
 
 
-@contextlib.contextmanager
-def activate(span: Any) -> Iterator[None]:
+class activate:  # noqa: N801 - used as a context manager, like contextlib's
     """`span` is the current span (the parent of what starts inside) until the block ends; it is
-    not ended here."""
-    if span is None:
-        yield
-        return
-    token = otel_context.attach(trace.set_span_in_context(span))
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
+    not ended here. (A class, not a generator: it runs around every turn and model call.)"""
+
+    __slots__ = ("span", "token")
+
+    def __init__(self, span: Any) -> None:
+        self.span = span
+        self.token = None
+
+    def __enter__(self) -> None:
+        if self.span is not None:
+            self.token = otel_context.attach(trace.set_span_in_context(self.span))
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.token is not None:
+            otel_context.detach(self.token)
+            self.token = None
 
 
 def end_turn(span: Any, *, status: str, replays: int, llm_calls: int, result: Any = None,
@@ -116,12 +122,11 @@ def end_turn(span: Any, *, status: str, replays: int, llm_calls: int, result: An
     if span is None:
         return
     try:
-        span.set_attribute("falai.status", str(status))
-        span.set_attribute("falai.flow_ids", flow_ids(result))
-        span.set_attribute("falai.llm_calls", int(llm_calls))
-        span.set_attribute("falai.replays", int(replays))
+        attributes: dict[str, Any] = {"falai.status": str(status), "falai.flow_ids": flow_ids(result),
+                                      "falai.llm_calls": int(llm_calls), "falai.replays": int(replays)}
         if error is not None:
-            span.set_attribute("error.type", type(error).__qualname__)
+            attributes["error.type"] = type(error).__qualname__
+        span.set_attributes(attributes)
         if status in ("failed", "retry"):
             span.set_status(StatusCode.ERROR, f"turn {status}")
     except Exception:  # noqa: BLE001 - describing a turn must never break it
@@ -154,7 +159,7 @@ class ModelCallSpan:
     def __init__(self, span: Any) -> None:
         self.span = span
 
-    def active(self) -> contextlib.AbstractContextManager[None]:
+    def active(self) -> activate:
         return activate(self.span)
 
     def finish(self, output: Any, error: BaseException | None) -> None:
@@ -163,15 +168,17 @@ class ModelCallSpan:
         span = self.span
         try:
             metadata = getattr(output, "metadata", None) or {}
+            attributes: dict[str, Any] = {}
             if metadata.get("model"):
-                span.set_attribute("gen_ai.response.model", str(metadata["model"]))
+                attributes["gen_ai.response.model"] = str(metadata["model"])
             usage = read_usage(metadata) if error is None else None
             if usage:
-                span.set_attribute("gen_ai.usage.input_tokens", usage["promptTokens"])
-                span.set_attribute("gen_ai.usage.output_tokens", usage["completionTokens"])
+                attributes["gen_ai.usage.input_tokens"] = usage["promptTokens"]
+                attributes["gen_ai.usage.output_tokens"] = usage["completionTokens"]
             if error is not None:
-                span.set_attribute("error.type", str(getattr(error, "kind", None) or type(error).__qualname__))
+                attributes["error.type"] = str(getattr(error, "kind", None) or type(error).__qualname__)
                 span.set_status(StatusCode.ERROR, type(error).__qualname__)
+            span.set_attributes(attributes)
         except Exception:  # noqa: BLE001 - describing a call must never fail it
             logger.exception("falai tracing: a model call's span could not be described")
         finally:
@@ -213,19 +220,24 @@ class SendSpan:
                 self.span.set_status(StatusCode.ERROR, type(error).__qualname__)
 
 
+NO_SEND_SPAN = SendSpan(None)
+
+
 @contextlib.contextmanager
 def send_span(conversation_id: str, channel: str, attempt: int, kind: str | None) -> Iterator[SendSpan]:
     """A `falai.send` span around one message handed to the channel (current inside: a channel
     client's own HTTP spans are its children)."""
     tracer_ = tracer()
     if tracer_ is None:
-        yield SendSpan(None)
+        yield NO_SEND_SPAN
         return
     attributes: dict[str, Any] = {"falai.channel": channel, "falai.send.attempt": int(attempt)}
     if kind:
         attributes["falai.message.kind"] = str(kind)
-    with tracer_.start_as_current_span(SEND_SPAN, kind=SpanKind.CLIENT, attributes=attributes,
-                                       record_exception=False, set_status_on_exception=False) as span:
-        _conversation(span, conversation_id)
-        yield SendSpan(span)
-
+    span = tracer_.start_span(SEND_SPAN, kind=SpanKind.CLIENT, attributes=attributes)
+    _conversation(span, conversation_id)
+    try:
+        with activate(span):
+            yield SendSpan(span)
+    finally:
+        span.end()

@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from falai_django.models import TurnRecord
 
@@ -94,6 +95,18 @@ def test_turns_on_workers_and_sends_by_the_dispatcher_show_on_the_web_scrape_wit
     assert moved(before, after, "falai_llm_calls_total", provider="mock", model="mock", result="ok") >= turns
     assert value(after, "falai_outbox_pending") == 0
     assert value(after, "falai_dispatcher_heartbeat_age_seconds") < 10
+
+    # The workers' daily totals are what the admin's Operations page reads (PostgreSQL's upsert of
+    # falai_metric_day, its day truncation in the project's time zone).
+    from falai_django.observe import operations
+
+    report = operations.report()
+    [mock_today] = [m for m in report.model_days if m.model == "mock"]
+    assert mock_today.day == timezone.localdate()
+    assert mock_today.calls == value(after, "falai_llm_calls_total", provider="mock", model="mock", result="ok")
+    assert mock_today.p50 is not None and mock_today.p95 >= mock_today.p50
+    assert report.days[-1].conversations == CUSTOMERS
+    assert report.turns["hour"]["done"] == turns
 
     kill(dispatcher)  # gone: its heartbeat ages
     time.sleep(3)
