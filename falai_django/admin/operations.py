@@ -10,6 +10,7 @@ by model per day (two SVG charts and a table), money per day and per conversatio
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.contrib import admin
@@ -25,6 +26,8 @@ from django.utils.translation import gettext_lazy as _
 
 from falai_django.models import Operations
 from falai_django.observe import operations
+
+logger = logging.getLogger("falai_django.admin")
 
 REFRESH_S = 30  # the page reloads itself this often (a wall screen stays current)
 
@@ -101,9 +104,12 @@ class OperationsAdmin(admin.ModelAdmin):
         }
         try:
             rep = operations.report()
-        except DatabaseError as exc:
-            context["unavailable"] = f"{type(exc).__name__}: {exc}"
-            return TemplateResponse(request, "admin/falai_django/operations.html", context, status=503)
+        except DatabaseError as exc:  # said on the page and in the log, never a bare 500
+            logger.warning("falai operations page: the database did not answer (%s: %s)", type(exc).__name__, exc)
+            context["unavailable"] = type(exc).__name__
+            response = TemplateResponse(request, "admin/falai_django/operations.html", context, status=503)
+            response["Retry-After"] = str(REFRESH_S)
+            return response
         context.update(page_context(rep))
         return TemplateResponse(request, "admin/falai_django/operations.html", context)
 

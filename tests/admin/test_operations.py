@@ -314,3 +314,20 @@ def test_the_report_reads_the_conversation_tables_only():
     assert rep.outbox_pending == 0 and rep.wakes_overdue == 0 and rep.heartbeat is None
     assert len(rep.days) == operations.DAYS
     assert rep.days[-1].day == timezone.localdate()
+
+
+def test_when_the_database_does_not_answer_the_page_says_so_with_a_503(staff, monkeypatch, caplog):
+    from django.db import OperationalError
+
+    def away(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(operations, "report", away)
+    with caplog.at_level("WARNING", logger="falai_django.admin"):
+        response = staff.get(PAGE)
+    assert response.status_code == 503
+    assert response["Retry-After"] == "30"
+    html = response.content.decode()
+    assert 'id="falai-unavailable"' in html and "The database does not answer" in html
+    assert "connection refused" not in html  # the driver's words stay in the log
+    assert any("connection refused" in r.getMessage() for r in caplog.records)
