@@ -200,33 +200,25 @@ def check_falai_settings(app_configs=None, **kwargs) -> list:
 
 
 def _price_problems(prices: Any) -> list:
-    """`FALAI["MODEL_PRICES"]`: {model: {"input", "cached_input", "output"}} or {model: (input,
-    cached input, output)}, non-negative numbers per million tokens; None for none."""
+    """`FALAI["MODEL_PRICES"]`: prices per million tokens by model (`observe.prices`); None for none."""
+    from falai_django.observe.prices import parse_price
+
     if prices is None:
         return []
     example = '{"gemini-2.5-flash": {"input": 0.30, "cached_input": 0.03, "output": 2.50}}'
+    hint = (f'Per million tokens: {{"input": …, "cached_input": …, "output": …}} (cached_input is optional) '
+            f"or (input, cached input, output), e.g. {example}.")
     if not isinstance(prices, dict):
         return [Error(f'FALAI["MODEL_PRICES"] must be a dict of prices by model, not {type(prices).__name__}.',
-                      hint=f"Per million tokens, e.g. {example}.", id="falai_django.E014")]
+                      hint=hint, id="falai_django.E014")]
     problems = []
     for model, price in prices.items():
-        if isinstance(price, dict):
-            unknown = sorted(set(price) - {"input", "cached_input", "output"})
-            values = [price.get(k) for k in ("input", "cached_input", "output")]
-            missing = [k for k in ("input", "output") if k not in price]
-        elif isinstance(price, list | tuple) and len(price) == 3:
-            unknown, missing, values = [], [], list(price)
-        else:
-            unknown, missing, values = [], ["input", "output"], []
-        bad = [v for v in values if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v < 0)]
-        if unknown or missing or bad or not isinstance(model, str):
-            what = (f"unknown keys {unknown}" if unknown else f"missing {missing}" if missing
-                    else "prices must be non-negative numbers" if bad else "the model must be text")
-            problems.append(Error(
-                f'FALAI["MODEL_PRICES"][{model!r}] = {price!r}: {what}.',
-                hint=f'Per million tokens: {{"input": …, "cached_input": …, "output": …}} (cached_input is '
-                     f"optional) or (input, cached input, output), e.g. {example}.",
-                id="falai_django.E014"))
+        _, wrong = parse_price(price)
+        if wrong is None and not isinstance(model, str):
+            wrong = "the model must be text"
+        if wrong is not None:
+            problems.append(Error(f'FALAI["MODEL_PRICES"][{model!r}] = {price!r}: {wrong}.', hint=hint,
+                                  id="falai_django.E014"))
     return problems
 
 

@@ -27,13 +27,13 @@ from django.utils import timezone
 from falai_django import conf
 from falai_django.observe import metrics
 from falai_django.observe.heartbeat import DISPATCHER
+from falai_django.observe.prices import parse_prices
 
 DAYS = 14  # days of model figures on the page
 HEARTBEAT_LATE_S = 10.0  # a live dispatcher beats every 2 s; one silent this long is news
 WINDOWS = (("hour", timedelta(hours=1)), ("day", timedelta(days=1)))
 TURN_STATUSES = ("done", "unchanged", "retry", "failed", "received")
 FAILED_SENDS_SINCE = timedelta(days=7)
-PRICE_KEYS = ("input", "cached_input", "output")
 
 
 @dataclass
@@ -223,18 +223,8 @@ def _conversations_by_day(turns: Any, first_day: date, now: datetime) -> dict[da
 
 def model_prices() -> dict[str, dict[str, float]]:
     """`FALAI["MODEL_PRICES"]` as {model: {"input", "cached_input", "output"}} per million tokens
-    (a price given as a 3-item list is in that order; cached input defaults to the input price)."""
-    raw = conf.get("MODEL_PRICES") or {}
-    prices: dict[str, dict[str, float]] = {}
-    for model, price in raw.items():
-        if isinstance(price, Mapping):
-            values = {key: price.get(key) for key in PRICE_KEYS}
-        else:
-            values = dict(zip(PRICE_KEYS, list(price) + [None] * 3, strict=False))
-        if values["cached_input"] is None:
-            values["cached_input"] = values["input"]
-        prices[str(model)] = {key: float(values[key] or 0) for key in PRICE_KEYS}
-    return prices
+    (`observe.prices`; a malformed entry is left out, and `manage.py check` names it)."""
+    return parse_prices(conf.get("MODEL_PRICES"))
 
 
 def price_for(model: str, prices: Mapping[str, Mapping[str, float]]) -> Mapping[str, float] | None:

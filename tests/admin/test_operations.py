@@ -265,8 +265,12 @@ def test_a_malformed_price_table_is_a_check_error(settings):
         errors = [m for m in run_checks() if m.id == "falai_django.E014"]
         assert errors, bad
         assert "MODEL_PRICES" in errors[0].msg
-    settings.FALAI = {**base, "MODEL_PRICES": {"m": {"input": 1, "output": 2}, "n": (1, 0.5, 2)}}
+    settings.FALAI = {**base, "MODEL_PRICES": {"m": {"input": 1, "output": 2}, "n": (1, 0.5, 2),
+                                               "o": {"prompt": 1, "cached": 0.1, "completion": 2}}}
     assert not [m for m in run_checks() if m.id == "falai_django.E014"]
+    assert operations.model_prices() == {"m": {"input": 1.0, "cached_input": 1.0, "output": 2.0},
+                                         "n": {"input": 1.0, "cached_input": 0.5, "output": 2.0},
+                                         "o": {"input": 1.0, "cached_input": 0.1, "output": 2.0}}
 
 
 def test_quantiles_interpolate_inside_their_bucket():
