@@ -156,8 +156,9 @@ def flow_ids(result: Any) -> list[str]:
 class ModelCallSpan:
     """One model call's `chat` span: current while the call (or a stream's chunk) is awaited."""
 
-    def __init__(self, span: Any) -> None:
+    def __init__(self, span: Any, requested: str = "") -> None:
         self.span = span
+        self.requested = requested  # the model the provider said it would call ("" if it did not)
 
     def active(self) -> activate:
         return activate(self.span)
@@ -171,6 +172,9 @@ class ModelCallSpan:
             attributes: dict[str, Any] = {}
             if metadata.get("model"):
                 attributes["gen_ai.response.model"] = str(metadata["model"])
+                if not self.requested:  # a provider that names its model only in its answer
+                    attributes["gen_ai.request.model"] = str(metadata["model"])
+                    span.update_name(f"chat {metadata['model']}")
             usage = read_usage(metadata) if error is None else None
             if usage:
                 attributes["gen_ai.usage.input_tokens"] = usage["promptTokens"]
@@ -196,7 +200,7 @@ def model_call_span(provider: Any) -> ModelCallSpan | None:
     if model:
         attributes["gen_ai.request.model"] = model
     span = tracer_.start_span(f"chat {model}" if model else "chat", kind=SpanKind.CLIENT, attributes=attributes)
-    return ModelCallSpan(span)
+    return ModelCallSpan(span, model)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -84,8 +84,10 @@ def test_a_turn_is_one_span_with_its_model_calls_as_genai_children(spans):
         assert chat.parent is not None and chat.parent.span_id == turn.context.span_id
         assert chat.context.trace_id == turn.context.trace_id
         assert chat.kind == trace.SpanKind.CLIENT
-        assert chat.name == "chat"  # the mock provider names no model before it answers
+        # the mock provider names its model only in its answer: the span takes it from there
+        assert chat.name == "chat mock"
         assert chat.attributes["gen_ai.system"] == "mock"
+        assert chat.attributes["gen_ai.request.model"] == "mock"
         assert chat.attributes["gen_ai.response.model"] == "mock"
         assert chat.attributes["gen_ai.usage.input_tokens"] > 0
         assert chat.attributes["gen_ai.usage.output_tokens"] > 0
