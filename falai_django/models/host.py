@@ -177,6 +177,10 @@ class WakeQuerySet(models.QuerySet):
     def open(self) -> WakeQuerySet:
         return self.exclude(state=Wake.State.DONE)
 
+    def overdue(self, now) -> WakeQuerySet:
+        """Wakes past their time that have not fired (pending, or queued for a worker)."""
+        return self.filter(state__in=[Wake.State.PENDING, Wake.State.QUEUED], at__lt=now)
+
     def mark_fired(self, session_id: str, key: str, at) -> int:
         """The wake ran (honoured or dropped as stale): it is done."""
         return self.filter(conversation_id=session_id, key=key).update(state=Wake.State.DONE, fired_at=at)

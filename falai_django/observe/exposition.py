@@ -74,11 +74,8 @@ def _gauges(alias: str) -> dict[str, Any]:
     from falai_django.models import Heartbeat, History, Wake
 
     now = timezone.now()
-    outbox = History.objects.using(alias).filter(
-        send_status__in=[History.SendStatus.PENDING, History.SendStatus.SENDING]).aggregate(n=Count("id"),
-                                                                                             oldest=Min("at"))
-    wakes = Wake.objects.using(alias).filter(state__in=[Wake.State.PENDING, Wake.State.QUEUED], at__lt=now).aggregate(
-        n=Count("id"), oldest=Min("at"))
+    outbox = History.objects.using(alias).pending_sends().order_by().aggregate(n=Count("id"), oldest=Min("at"))
+    wakes = Wake.objects.using(alias).overdue(now).aggregate(n=Count("id"), oldest=Min("at"))
     beat = Heartbeat.objects.using(alias).filter(process=DISPATCHER).values_list("at", flat=True).first()
     sessions = conf.get_store().get_model_class().objects.using(alias)
     states = sessions.aggregate(
@@ -105,7 +102,6 @@ def _seeds() -> dict[str, list[dict[str, str]]]:
     """The series shown as 0 before anything was counted in them."""
     from falai_django import conf
     from falai_django.models import TurnRecord
-    from falai_django.sending import channel_name
 
     statuses = [s for s in TurnRecord.Status.values if s != TurnRecord.Status.RECEIVED]
     seeds: dict[str, list[dict[str, str]]] = {
@@ -114,10 +110,7 @@ def _seeds() -> dict[str, list[dict[str, str]]]:
         "falai_turn_duration_seconds": [{}],
         "falai_wake_lateness_seconds": [{}],
     }
-    try:
-        channel = channel_name(conf.get_sender())
-    except Exception:  # noqa: BLE001 - a sender that does not import is the checks' to report
-        channel = None
+    channel = metrics.configured_channel()
     if channel:
         seeds["falai_sends_total"] = [{"channel": channel, "result": r} for r in SEND_RESULTS]
     try:

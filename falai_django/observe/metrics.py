@@ -17,8 +17,8 @@ database is away) keeps the counts for the next one and says so once in the log.
 Histograms are stored as their buckets' own counts (not cumulative), `_sum` and `_count`;
 `exposition` adds them up.
 
-Model calls are also counted by day (`DAILY`, rows of `models.DailyTotal`, written by the same
-flush): the admin's Operations page reads calls, latency percentiles and tokens by model per day
+Model calls are also counted by day (`DAY_CALLS`, `DAY_TOKENS`, `DAY_SECONDS`: rows of
+`models.DailyTotal`, written by the same flush): the admin's Operations page reads calls, latency percentiles and tokens by model per day
 from them, and turns tokens into money (`FALAI["MODEL_PRICES"]`).
 """
 
@@ -69,13 +69,11 @@ HISTOGRAMS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
     "falai_wake_lateness_seconds": ("How long after its due time a wake fired.", (), LATENESS_BUCKETS),
 }
 
-# Counted by day for the Operations page (name: label names). `llm_seconds` is a histogram with
-# fine buckets (each 25 % above the last, 50 ms to 5 min): its p50/p95 are within about 12 %.
-DAILY: dict[str, tuple[str, ...]] = {
-    "llm_calls": ("provider", "model", "result"),
-    "llm_tokens": ("provider", "model", "type"),
-    "llm_seconds": ("provider", "model"),
-}
+# Counted by day for the Operations page (`model_called` writes them, `observe.operations` reads
+# them): calls {provider, model, result}, tokens {provider, model, type}, and call time
+# {provider, model} as a histogram with fine buckets (each 25 % above the last, 50 ms to 5 min:
+# its p50/p95 are within about 12 %).
+DAY_CALLS, DAY_TOKENS, DAY_SECONDS = "llm_calls", "llm_tokens", "llm_seconds"
 DAY_LATENCY_BUCKETS = tuple(round(0.05 * 1.25 ** k, 4) for k in range(40))
 
 LABEL_MAX = 120  # a label value longer than this is cut (a model name, a channel)
@@ -127,8 +125,8 @@ class Tally:
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, ...], float] = {}  # (name, labels) or (name, labels, day)
 
-    def add(self, name: str, labels: str, amount: float, day: str | None = None) -> None:
-        self.add_many([((name, labels) if day is None else (name, labels, day), amount)])
+    def add(self, name: str, labels: str, amount: float) -> None:
+        self.add_many([((name, labels), amount)])
 
     def add_many(self, items: list[tuple[tuple[str, ...], float]]) -> None:
         """Add several amounts under one lock (a model call makes about a dozen)."""
@@ -177,7 +175,7 @@ _day: tuple[str, float] = ("", 0.0)  # today, and until when (time.time()) it is
 
 def _today() -> str:
     """The project's local day (its TIME_ZONE), as the Operations page shows days. Worked out at
-    most once a minute (and at midnight): a model call asks for it several times."""
+    most once a minute (and at midnight), not on every model call."""
     global _day
     day, until = _day
     now = time.time()
@@ -196,19 +194,6 @@ def _today() -> str:
     day = local.date().isoformat()
     _day = (day, min(midnight.timestamp(), now + 60.0))
     return day
-
-
-def inc_day(name: str, amount: float = 1.0, **labels: Any) -> None:
-    """Add to today's total of a series named in DAILY."""
-    if amount:
-        tally.add(name, series_key(labels), float(amount), _today())
-        flusher.ensure()
-
-
-def observe_day(name: str, value: float, **labels: Any) -> None:
-    """Put one value in today's fine-bucketed histogram `name` (DAILY)."""
-    tally.add_many(_histogram(name, value, _pairs(labels), DAY_LATENCY_BUCKETS, _today()))
-    flusher.ensure()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,22 +228,33 @@ def model_called(provider: Any, output: Any, error: BaseException | None, second
     day = _today()
     who = (("model", model), ("provider", name))
     call = _series_key((*who, ("result", str(result)[:LABEL_MAX])))
-    items = [(("falai_llm_calls_total", call), 1.0), (("llm_calls", call, day), 1.0)]
+    items = [(("falai_llm_calls_total", call), 1.0), ((DAY_CALLS, call, day), 1.0)]
     items += _histogram("falai_llm_call_duration_seconds", seconds, who, LLM_BUCKETS)
-    items += _histogram("llm_seconds", seconds, who, DAY_LATENCY_BUCKETS, day)
+    items += _histogram(DAY_SECONDS, seconds, who, DAY_LATENCY_BUCKETS, day)
     usage = read_usage(metadata) if error is None else None
     if usage:
         for kind, field in _TOKEN_FIELDS:
             amount = float(usage.get(field, 0))
             if amount:
                 key = _series_key((*who, ("type", kind)))
-                items += [(("falai_llm_tokens_total", key), amount), (("llm_tokens", key, day), amount)]
+                items += [(("falai_llm_tokens_total", key), amount), ((DAY_TOKENS, key, day), amount)]
     tally.add_many(items)
     flusher.ensure()
 
 
 def message_sent(channel: str, result: str) -> None:
     inc("falai_sends_total", channel=channel, result=result)
+
+
+def configured_channel() -> str | None:
+    """The `channel` label of `FALAI["SENDER"]`'s sends, or None when the sender does not import
+    (`manage.py check` reports that)."""
+    from falai_django.sending import channel_name
+
+    try:
+        return channel_name(conf.get_sender())
+    except Exception:  # noqa: BLE001 - reported by the checks, not by every reader of the label
+        return None
 
 
 def wake_fired(lateness_s: float) -> None:

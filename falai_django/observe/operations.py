@@ -20,7 +20,7 @@ from datetime import date, datetime, timedelta
 from html import escape
 from typing import Any
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Q
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -98,23 +98,17 @@ def report(using: str | None = None, now: datetime | None = None, days: int = DA
     alias = using or metrics.db_alias()
     now = now or timezone.now()
 
-    pending = History.objects.using(alias).filter(
-        send_status__in=[History.SendStatus.PENDING, History.SendStatus.SENDING])
-    outbox = pending.aggregate(n=Count("id"), oldest=Min("at"))
-    oldest_unsent = None
-    if outbox["oldest"] is not None:
-        first = pending.order_by("at", "id").values("conversation_id", "at").first()
-        if first is not None:
-            oldest_unsent = {"conversation": first["conversation_id"], "at": first["at"],
-                             "age_s": max(0.0, (now - first["at"]).total_seconds())}
+    pending = History.objects.using(alias).pending_sends()
+    first = pending.order_by("at", "id").values("conversation_id", "at").first()
+    oldest_unsent = None if first is None else {
+        "conversation": first["conversation_id"], "at": first["at"],
+        "age_s": max(0.0, (now - first["at"]).total_seconds())}
 
-    overdue = Wake.objects.using(alias).filter(state__in=[Wake.State.PENDING, Wake.State.QUEUED], at__lt=now)
-    wakes = overdue.aggregate(n=Count("id"))
-    oldest_overdue = None
+    overdue = Wake.objects.using(alias).overdue(now)
     first_wake = overdue.order_by("at", "id").values("conversation_id", "at", "key").first()
-    if first_wake is not None:
-        oldest_overdue = {"conversation": first_wake["conversation_id"], "at": first_wake["at"],
-                          "key": first_wake["key"], "age_s": max(0.0, (now - first_wake["at"]).total_seconds())}
+    oldest_overdue = None if first_wake is None else {
+        "conversation": first_wake["conversation_id"], "at": first_wake["at"], "key": first_wake["key"],
+        "age_s": max(0.0, (now - first_wake["at"]).total_seconds())}
 
     beat = Heartbeat.objects.using(alias).filter(process=DISPATCHER).values("at", "host", "pid").first()
     heartbeat = None
@@ -147,8 +141,8 @@ def report(using: str | None = None, now: datetime | None = None, days: int = DA
     models = sorted({m.model or m.provider for m in model_days})
     unpriced = sorted({m.model for m in model_days if prices and m.cost is None})
 
-    return Report(now=now, outbox_pending=int(outbox["n"]), oldest_unsent=oldest_unsent,
-                  wakes_overdue=int(wakes["n"]), oldest_overdue=oldest_overdue, heartbeat=heartbeat,
+    return Report(now=now, outbox_pending=pending.count() if first else 0, oldest_unsent=oldest_unsent,
+                  wakes_overdue=overdue.count() if first_wake else 0, oldest_overdue=oldest_overdue, heartbeat=heartbeat,
                   turns=turns, model_days=model_days, days=day_rows, models=models,
                   failed_sends=failed_sends(alias, now), priced=bool(prices), unpriced_models=unpriced)
 
@@ -165,15 +159,15 @@ def _model_days(rows: Any, prices: Mapping[str, Mapping[str, float]]) -> list[Mo
         parsed = json.loads(labels) if labels else {}
         key = (day, str(parsed.get("provider", "")), str(parsed.get("model", "")))
         entry = found.setdefault(key, ModelDay(day=key[0], provider=key[1], model=key[2]))
-        if name == "llm_calls":
+        if name == metrics.DAY_CALLS:
             entry.calls += int(value)
             if parsed.get("result") != "ok":
                 entry.errors += int(value)
-        elif name == "llm_tokens":
+        elif name == metrics.DAY_TOKENS:
             kind = parsed.get("type")
             if kind in ("prompt", "cached", "completion"):
                 setattr(entry, kind, getattr(entry, kind) + int(value))
-        elif name == "llm_seconds_bucket":
+        elif name == f"{metrics.DAY_SECONDS}_bucket":
             le = parsed.get("le", "+Inf")
             bound = math.inf if le == "+Inf" else float(le)
             buckets[key][bound] = buckets[key].get(bound, 0.0) + value
@@ -270,12 +264,8 @@ def failed_sends(alias: str, now: datetime, since: timedelta = FAILED_SENDS_SINC
     channel answered an error, for good or after every retry) or not delivered (the channel's
     later status). Newest first within equal counts."""
     from falai_django.models import History
-    from falai_django.sending import channel_name
 
-    try:
-        channel = channel_name(conf.get_sender()) or "custom"
-    except Exception:  # noqa: BLE001 - a sender that does not import is the checks' to report
-        channel = "custom"
+    channel = metrics.configured_channel() or "custom"
     cutoff = now - since
     rows = History.objects.using(alias).filter(
         Q(send_status=History.SendStatus.FAILED) | Q(delivery_status=History.DeliveryStatus.FAILED),
@@ -335,63 +325,74 @@ def _short(value: float) -> str:
     return f"{value:.3g}"
 
 
+# Both charts: a slot per day, a y axis from 0 to a round peak with three ticks, the days under
+# the slots, the models' legend.
+_LEFT, _TOP, _PLOT_H, _SLOT, _GAP = 60, 14, 160, 30, 12
+
+
+def _day_chart(rep: Report, peak: float, tick_text: Any, marks: Any, label: str, css_class: str) -> str:
+    """`marks(day, x, y_of)` draws one day's marks in its slot (`x` its left edge, `y_of(v)` the
+    height of value v); `tick_text(v)` labels the axis."""
+    bottom = _TOP + _PLOT_H
+    width = _LEFT + len(rep.days) * (_SLOT + _GAP) + 20
+
+    def y_of(value: float) -> float:
+        return bottom - _PLOT_H * value / peak
+
+    parts = [f'<line x1="{_LEFT}" y1="{bottom}" x2="{width - 10}" y2="{bottom}" stroke="#999"/>']
+    for tick in (0.0, 0.5, 1.0):
+        y = y_of(peak * tick)
+        parts.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#666">{tick_text(peak * tick)}'
+                     f'</text><line x1="{_LEFT}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="#eee"/>')
+    for i, day in enumerate(rep.days):
+        x = _LEFT + i * (_SLOT + _GAP) + _GAP / 2
+        parts += marks(day, x, y_of)
+        parts.append(f'<text x="{x + _SLOT / 2:.1f}" y="{bottom + 14}" text-anchor="middle" '
+                     f'font-size="10" fill="#666">{day.day:%d/%m}</text>')
+    legend, right = _legend(rep.models, _colors(rep.models), _LEFT, bottom + 34)
+    return _svg(max(width, right + 10), bottom + 44, label, parts + legend, css_class)
+
+
 def tokens_svg(rep: Report) -> str:
     """Tokens per day, a bar per day stacked by model (input and output together)."""
-    models, colors = rep.models, _colors(rep.models)
-    left, top, plot_h, bar_w, gap = 60, 14, 160, 30, 12
-    width = left + len(rep.days) * (bar_w + gap) + 20
-    peak = _nice_max(max((d.tokens for d in rep.days), default=0))
-    parts = [f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 10}" y2="{top + plot_h}" stroke="#999"/>']
-    for tick in (0.0, 0.5, 1.0):
-        y = top + plot_h - plot_h * tick
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#666">{_short(peak * tick)}</text>'
-                     f'<line x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="#eee"/>')
-    for i, day in enumerate(rep.days):
-        x = left + i * (bar_w + gap) + gap / 2
-        y = float(top + plot_h)
+    colors = _colors(rep.models)
+
+    def marks(day: Day, x: float, y_of: Any) -> list[str]:
+        parts, below = [], 0
         for entry in (m for m in rep.model_days if m.day == day.day and m.tokens):
             model = entry.model or entry.provider
-            h = plot_h * entry.tokens / peak
-            y -= h
+            top, bottom = y_of(below + entry.tokens), y_of(below)
+            below += entry.tokens
             parts.append(f'<rect class="tokens" data-day="{day.day.isoformat()}" data-model="{escape(model)}" '
-                         f'data-value="{entry.tokens}" x="{x:.1f}" y="{y:.1f}" width="{bar_w}" height="{h:.1f}" '
-                         f'fill="{colors[model]}"><title>{day.day:%d %b} {escape(model)}: {entry.tokens} tokens '
-                         f'({entry.prompt} in, {entry.cached} cached, {entry.completion} out)</title></rect>')
-        parts.append(f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h + 14}" text-anchor="middle" '
-                     f'font-size="10" fill="#666">{day.day:%d/%m}</text>')
-    legend, right = _legend(models, colors, left, top + plot_h + 34)
-    parts += legend
-    return _svg(max(width, right + 10), top + plot_h + 44, "tokens by model per day", parts, "falai-tokens")
+                         f'data-value="{entry.tokens}" x="{x:.1f}" y="{top:.1f}" width="{_SLOT}" '
+                         f'height="{bottom - top:.1f}" fill="{colors[model]}"><title>{day.day:%d %b} '
+                         f'{escape(model)}: {entry.tokens} tokens ({entry.prompt} in, {entry.cached} cached, '
+                         f'{entry.completion} out)</title></rect>')
+        return parts
+
+    peak = _nice_max(max((d.tokens for d in rep.days), default=0))
+    return _day_chart(rep, peak, _short, marks, "tokens by model per day", "falai-tokens")
 
 
 def latency_svg(rep: Report) -> str:
     """Model latency per day: p50 (dot) and p95 (the top of the line) for each model."""
-    models, colors = rep.models, _colors(rep.models)
-    left, top, plot_h, slot, gap = 60, 14, 160, 30, 12
-    width = left + len(rep.days) * (slot + gap) + 20
-    peak = _nice_max(max((m.p95 or 0 for m in rep.model_days), default=0))
-    parts = [f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 10}" y2="{top + plot_h}" stroke="#999"/>']
-    for tick in (0.0, 0.5, 1.0):
-        y = top + plot_h - plot_h * tick
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#666">{peak * tick:.3g} s</text>'
-                     f'<line x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="#eee"/>')
-    for i, day in enumerate(rep.days):
-        x0 = left + i * (slot + gap) + gap / 2
+    colors = _colors(rep.models)
+
+    def marks(day: Day, x0: float, y_of: Any) -> list[str]:
         mine = [m for m in rep.model_days if m.day == day.day and m.p50 is not None]
+        parts = []
         for j, entry in enumerate(mine):
             model = entry.model or entry.provider
-            x = x0 + (j + 1) * slot / (len(mine) + 1)
-            y50 = top + plot_h - plot_h * (entry.p50 or 0) / peak
-            y95 = top + plot_h - plot_h * (entry.p95 or 0) / peak
+            x = x0 + (j + 1) * _SLOT / (len(mine) + 1)
+            y50, y95 = y_of(entry.p50 or 0), y_of(entry.p95 or 0)
             parts.append(f'<g class="latency" data-day="{day.day.isoformat()}" data-model="{escape(model)}" '
                          f'data-p50="{entry.p50:.3f}" data-p95="{entry.p95:.3f}">'
                          f'<line x1="{x:.1f}" y1="{y50:.1f}" x2="{x:.1f}" y2="{y95:.1f}" stroke="{colors[model]}" '
                          f'stroke-width="3"/><circle cx="{x:.1f}" cy="{y50:.1f}" r="4" fill="{colors[model]}"/>'
                          f'<title>{day.day:%d %b} {escape(model)}: p50 {entry.p50:.2f} s, p95 {entry.p95:.2f} s '
                          f'({entry.calls} calls)</title></g>')
-        parts.append(f'<text x="{x0 + slot / 2:.1f}" y="{top + plot_h + 14}" text-anchor="middle" '
-                     f'font-size="10" fill="#666">{day.day:%d/%m}</text>')
-    legend, right = _legend(models, colors, left, top + plot_h + 34)
-    parts += legend
-    return _svg(max(width, right + 10), top + plot_h + 44, "model latency p50 and p95 per day", parts,
-                "falai-latency")
+        return parts
+
+    peak = _nice_max(max((m.p95 or 0 for m in rep.model_days), default=0))
+    return _day_chart(rep, peak, lambda v: f"{v:.3g} s", marks, "model latency p50 and p95 per day",
+                      "falai-latency")

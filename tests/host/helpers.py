@@ -65,6 +65,24 @@ def listening(handler: logging.Handler, logger_name: str | None = None) -> Itera
         logger.setLevel(level)
 
 
+def conflict_once(monkeypatch: Any) -> None:
+    """The host's next turn write meets a compare-and-swap conflict once (it writes nothing and
+    the turn is replayed); the writes after it go through."""
+    from falai_django.engine.errors import SessionConflictError
+    from falai_django.host import turns
+
+    real = turns.write_turn
+    calls: list[int] = []
+
+    def write_turn(write: Any, store: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise SessionConflictError(write.session_id, write.expected, write.expected + 1)
+        return real(write, store)
+
+    monkeypatch.setattr(turns, "write_turn", write_turn)
+
+
 def wait_for(predicate, seconds: float = 10.0) -> bool:
     """Whether `predicate()` came true within `seconds` (checked every 20 ms)."""
     deadline = time.monotonic() + seconds

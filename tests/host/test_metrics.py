@@ -19,7 +19,7 @@ from falai_django.observe import exposition, metrics
 from falai_django.testing import mock_provider
 
 from . import agents, senders
-from .helpers import post, staff_client, url
+from .helpers import conflict_once, post, staff_client, url
 from .test_outages import database_away
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -177,19 +177,7 @@ def test_a_failing_model_counts_its_error_kind_and_the_parked_turn_as_retry():
 
 
 def test_a_replayed_conflict_is_counted(monkeypatch):
-    from falai_django.engine.errors import SessionConflictError
-    from falai_django.host import turns
-
-    real = turns.write_turn
-    calls = []
-
-    def conflict_once(write, store):
-        calls.append(1)
-        if len(calls) == 1:
-            raise SessionConflictError(write.session_id, write.expected, write.expected + 1)
-        return real(write, store)
-
-    monkeypatch.setattr(turns, "write_turn", conflict_once)
+    conflict_once(monkeypatch)
     before = scrape()
     assert host.handle_message("s1", "oi", id="wamid.1").replays == 1
     after = scrape()

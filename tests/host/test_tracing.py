@@ -21,6 +21,7 @@ from falai_django.observe import tracing
 from falai_django.testing import mock_provider
 
 from . import agents, senders
+from .helpers import conflict_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -170,19 +171,7 @@ def test_a_failing_model_marks_its_call_and_the_parked_turn(spans):
 
 
 def test_a_replayed_conflict_is_on_the_turns_span(spans, monkeypatch):
-    from falai_django.engine.errors import SessionConflictError
-    from falai_django.host import turns
-
-    real = turns.write_turn
-    calls = []
-
-    def conflict_once(write, store):
-        calls.append(1)
-        if len(calls) == 1:
-            raise SessionConflictError(write.session_id, write.expected, write.expected + 1)
-        return real(write, store)
-
-    monkeypatch.setattr(turns, "write_turn", conflict_once)
+    conflict_once(monkeypatch)
     assert host.handle_message("s1", "oi", id="wamid.1").replays == 1
     [turn] = named(spans, "falai.turn")
     assert turn.attributes["falai.replays"] == 1
