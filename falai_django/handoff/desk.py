@@ -219,6 +219,11 @@ def transcript(session_id: str, limit: int = TRANSCRIPT_LIMIT) -> tuple[list[dic
             "delivery_label": row.get_delivery_status_display() if row.delivery_status else "",
             "failure": row.send_error if row.delivery_status == "failed" and row.send_status == "sent" else "",
             "step": f"{row.run_id or ''} · {row.step_id}" if row.step_id else "",
+            # the customer changed it afterwards: the earlier texts, and whether they deleted it
+            "edited": bool(row.edited_at),
+            "previous": [str(edit.get("text", "")) for edit in (row.media or {}).get("previous", [])]
+            if row.edited_at else [],
+            "deleted": bool(row.deleted_at),
             "sort": (row.pk, 0, 0),
         })
     for entry in entries.select_related("author"):
@@ -236,5 +241,6 @@ def signature(items: list[dict[str, Any]], extra: Any = "") -> str:
     """What changes when the transcript on screen must be redrawn (a new item, a send status)."""
     import hashlib
 
-    parts = [f"{i['type']}:{i['id']}:{i.get('send_status', '')}:{i.get('send_error', '')}" for i in items]
+    parts = [f"{i['type']}:{i['id']}:{i.get('send_status', '')}:{i.get('send_error', '')}:{i.get('text', '')}:"
+             f"{i.get('deleted', '')}" for i in items]
     return hashlib.sha256("|".join([*parts, str(extra)]).encode()).hexdigest()[:16]

@@ -304,7 +304,7 @@ def _transcript_sql(connection: Any, conversation: str) -> str:
         f"FROM (SELECT {q('id')}, {q('role')}, {q('content')} FROM {history} "
         f"WHERE {q('conversation_id')} >= {conversation} "
         f"AND ({q('conversation_id')}, {q('id')}) <= ({conversation}, 9223372036854775807) "
-        f"AND ({q('send_status')} IS NULL OR {q('send_status')} <> 'failed') "
+        f"AND ({q('send_status')} IS NULL OR {q('send_status')} <> 'failed') AND {q('deleted_at')} IS NULL "
         f"ORDER BY {q('conversation_id')} DESC, {q('id')} DESC LIMIT {limit}) h)"
     )
 

@@ -39,7 +39,7 @@ from django.utils import timezone
 
 from falai_django import conf
 from falai_django.conf import agent_now
-from falai_django.host import delivery, outages, turns
+from falai_django.host import delivery, outages, statuses, turns
 from falai_django.host.inbox import retry_parked
 from falai_django.host.jobs import SEND_CHANNEL, enqueue_wakes
 from falai_django.models import Session as SessionRow
@@ -329,7 +329,8 @@ class Dispatcher:
         self.stop_event.set()
 
     def sweep(self, *, everything: bool = False) -> None:
-        """Release lapsed claims, hand back unsent rows and parked inputs. `everything` (after an
+        """Release lapsed claims, hand back unsent rows and parked inputs, apply the delivery statuses
+        that came before their rows (`statuses.apply_early`). `everything` (after an
         outage): with no grace period, unsent rows (the NOTIFYs sent meanwhile are lost) and stored
         inputs no caller runs (a worker's turn cut off by the outage failed its task)."""
         heartbeat.beat(heartbeat.DISPATCHER)
@@ -340,6 +341,7 @@ class Dispatcher:
             retry_parked(stale_after_s=0)
         else:
             retry_parked()
+        statuses.apply_early()
 
     def _idle(self) -> None:
         """Wait for the next poll; in notify mode, send what is notified meanwhile."""

@@ -2,7 +2,8 @@
 tables, one migration history):
 
 - `host`     `Session` (and its admin proxy `Conversation`), `History` (the transcript and the
-             outbox), `Wake`, `TurnRecord` (the durable inbox and run log), `TurnLock`
+             outbox), `Wake`, `TurnRecord` (the durable inbox and run log), `TurnLock`,
+             `EarlyStatus` (a channel's delivery status waiting for its row)
 - `handoff`  `Assignment`, `DeskEntry`, `SavedReply`, `ReadMarker` (the desk)
 - `flows`    `Flow`, `FlowVersion` (flows stored as data)
 - `observe`  `MetricTotal` (counters summed across processes) and `DailyTotal` (by day),
@@ -17,9 +18,18 @@ the flows domain (`flows.saving`), which answers the model's signals (`Flow.clea
 
 from falai_django.models.flows import Flow, FlowVersion
 from falai_django.models.handoff import Assignment, DeskEntry, ReadMarker, SavedReply
-from falai_django.models.host import Conversation, History, HistoryItem, Session, TurnLock, TurnRecord, Wake
+from falai_django.models.host import (
+    Conversation,
+    EarlyStatus,
+    History,
+    HistoryItem,
+    Session,
+    TurnLock,
+    TurnRecord,
+    Wake,
+)
 from falai_django.models.observe import DailyTotal, Heartbeat, MetricTotal, Operations
 
-__all__ = ["Assignment", "Conversation", "DailyTotal", "DeskEntry", "Flow", "FlowVersion", "Heartbeat", "History",
-           "HistoryItem", "MetricTotal", "Operations", "ReadMarker", "SavedReply", "Session", "TurnLock", "TurnRecord",
+__all__ = ["Assignment", "Conversation", "DailyTotal", "DeskEntry", "EarlyStatus", "Flow", "FlowVersion", "Heartbeat",
+           "History", "HistoryItem", "MetricTotal", "Operations", "ReadMarker", "SavedReply", "Session", "TurnLock", "TurnRecord",
            "Wake"]

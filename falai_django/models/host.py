@@ -75,8 +75,10 @@ class Conversation(Session):
 
 class HistoryQuerySet(models.QuerySet):
     def transcript(self, session_id: str) -> HistoryQuerySet:
-        """What the engine sees as `history`: every item but sends that failed for good."""
-        return self.filter(conversation_id=session_id).exclude(send_status=History.SendStatus.FAILED)
+        """What the engine sees as `history`: every item but sends that failed for good and
+        messages the customer deleted."""
+        return self.filter(conversation_id=session_id, deleted_at__isnull=True).exclude(
+            send_status=History.SendStatus.FAILED)
 
     def pending_sends(self, session_id: str | None = None) -> HistoryQuerySet:
         """Outbound rows not sent yet (the outbox), oldest first."""
@@ -137,6 +139,10 @@ class History(models.Model):
         _("delivery status"), max_length=16, choices=DeliveryStatus.choices, null=True, blank=True
     )
     delivery_at = models.DateTimeField(_("delivery status at"), null=True, blank=True)
+    # Inbound only: the customer edited the message (its earlier texts are in `media["previous"]`)
+    # or deleted it (the line stays, marked; the channel's notice time).
+    edited_at = models.DateTimeField(_("edited at"), null=True, blank=True)
+    deleted_at = models.DateTimeField(_("deleted at"), null=True, blank=True)
 
     objects = HistoryQuerySet.as_manager()
 
@@ -167,6 +173,34 @@ class History(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+
+class EarlyStatus(models.Model):
+    """A channel's delivery status that matched no outbox row yet (it came before the row's send
+    was recorded): kept, and applied by the dispatcher's sweep once the row appears
+    (`host.statuses`); dropped with a warning after `host.statuses.KEEP_FOR`."""
+
+    channel = models.CharField(_("channel"), max_length=32)
+    message_id = models.CharField(_("channel message id"), max_length=255)
+    status = models.CharField(_("status"), max_length=16)
+    at = models.DateTimeField(_("time"), null=True, blank=True)
+    # The conversation ids it may belong to (a phone number, a business-scoped user id).
+    recipients = models.JSONField(_("recipients"), default=list)
+    callback_data = models.CharField(_("idempotency key"), max_length=255, blank=True, default="")
+    error = models.TextField(_("error"), blank=True, default="")
+    received_at = models.DateTimeField(_("received at"), db_default=Now())
+
+    class Meta:
+        db_table = "falai_early_status"
+        ordering = ["id"]
+        verbose_name = _("early delivery status")
+        verbose_name_plural = _("early delivery statuses")
+        constraints = [  # a webhook Meta delivers again keeps nothing twice
+            models.UniqueConstraint(fields=["channel", "message_id", "status"], name="falai_early_status_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.message_id}"
 
 
 class WakeQuerySet(models.QuerySet):

@@ -58,6 +58,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
                                ("provider", "model", "type")),
     "falai_sends_total": ("Outbound messages handed to the channel, by channel and result (sent, retry, failed).",
                           ("channel", "result")),
+    "falai_inbound_skipped_total": ("Inbound items a channel left out (neither a turn nor a transcript line), by "
+                                    "channel and message type.", ("channel", "type")),
+    "falai_delivery_statuses_total": ("Delivery statuses a channel reported, by channel and result (applied, kept, "
+                                      "applied_late, expired, stale, unknown).", ("channel", "result")),
 }
 
 # name: (help, label names, bucket bounds)
@@ -244,6 +248,14 @@ def model_called(provider: Any, output: Any, error: BaseException | None, second
 
 def message_sent(channel: str, result: str) -> None:
     inc("falai_sends_total", channel=channel, result=result)
+
+
+def inbound_skipped(channel: str, kind: str) -> None:
+    inc("falai_inbound_skipped_total", channel=channel, type=kind or "unknown")
+
+
+def status_reported(channel: str, result: str) -> None:
+    inc("falai_delivery_statuses_total", channel=channel, result=result)
 
 
 def configured_channel() -> str | None:

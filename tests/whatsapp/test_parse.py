@@ -1,5 +1,6 @@
 """Every message type of Meta's reference → the turn's text and context; reactions on the
-transcript without a turn; unsupported and system messages skipped."""
+transcript without a turn; unsupported messages as a marker, system notices as notes (the new
+types — contacts, orders, Flow replies, business-scoped senders, edits — are in test_inbound_types)."""
 
 from __future__ import annotations
 
@@ -81,15 +82,25 @@ def test_a_bare_location_gives_its_coordinates():
     assert body == "[location: 1.5, 2.5]"
 
 
-@pytest.mark.parametrize("payload", [
-    message("unsupported", "wamid.U", AT, errors=[{"code": 131051, "title": "Message type unknown"}]),
-    message("system", "wamid.S", AT, {"body": "NAME changed from 1 to 2", "type": "user_changed_number"}),
-    message("unknown", "wamid.K", AT),
-    message("interactive", "wamid.N", AT, {"type": "nfm_reply", "nfm_reply": {"response_json": "{}"}}),
-])
-def test_unsupported_and_system_messages_are_skipped(payload):
-    batch = parse_webhook(envelope([payload]))
-    assert batch.messages == [] and len(batch.skipped) == 1
+def test_unsupported_messages_reach_the_agent_as_a_marker_and_system_notices_become_notes():
+    body, context = only(message("unsupported", "wamid.U", AT, {"type": "poll_creation"},
+                                 errors=[{"code": 131051, "title": "Message type unknown"}]))
+    assert body == "[unsupported message: poll_creation]"
+    assert context["unsupported_type"] == "poll_creation" and context["errors"][0]["code"] == 131051
+    body, _ = only(message("unknown", "wamid.K", AT, errors=[{"code": 131051, "title": "Message type unknown"}]))
+    assert body == "[unsupported message: Message type unknown]"
+
+    batch = parse_webhook(envelope([message("system", "wamid.S", AT, {"body": "NAME changed from 1 to 2",
+                                                                      "type": "user_changed_number"})]))
+    assert batch.messages == [] and batch.skipped == []
+    assert [(n.kind, n.text, n.context["system"]["type"]) for n in batch.notes] == [
+        ("system", "NAME changed from 1 to 2", "user_changed_number")]
+
+
+def test_an_interactive_type_this_channel_does_not_read_is_skipped_with_its_type_and_conversation():
+    batch = parse_webhook(envelope([message("interactive", "wamid.N", AT, {"type": "brand_new", "brand_new": {}})]))
+    assert batch.messages == [] and batch.notes == []
+    assert [(s.type, s.session_id) for s in batch.skipped] == [("interactive", WA_ID)]
 
 
 def test_timestamps_are_unix_seconds():

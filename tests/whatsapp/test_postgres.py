@@ -20,7 +20,7 @@ def test_the_whatsapp_suite_passes_on_postgresql(pg_dsn):
     env.pop("PYTEST_ADDOPTS", None)
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/whatsapp", "-o", "addopts=", "-q", "-p", "no:cacheprovider",
-         "--create-db", "--show-capture=no", "-p", "no:logging"],
+         "--create-db", "--show-capture=no"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )
     tail = "\n".join((run.stdout + run.stderr).splitlines()[-40:])

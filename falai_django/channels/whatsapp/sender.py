@@ -1,5 +1,8 @@
 """The sender: one outbox row → one Graph API `POST {GRAPH_URL}/{PHONE_NUMBER_ID}/messages`.
 
+The conversation id is the address: a phone number goes in `to`, a business-scoped user id
+(`BR.1502576394655843`) in `recipient`, as the Cloud API documents for username customers.
+
 `FALAI["SENDER"] = "falai_django.channels.whatsapp.send"`. It runs on the host's sending path
 (after commit, one conversation at a time, in order), never in the webhook request. The
 idempotency key travels as `biz_opaque_callback_data` (Meta echoes it on every status of the
@@ -18,6 +21,7 @@ from typing import Any
 import httpx
 
 from falai_django import conf
+from falai_django.channels.whatsapp.parse import is_bsuid
 from falai_django.sending import OutboundSend, PermanentSendError, RetryLater, SendError
 
 # Throughput and rate limits: retried with backoff.
@@ -52,12 +56,11 @@ def client() -> httpx.Client:
 
 def message_body(message: OutboundSend) -> dict[str, Any]:
     """The Graph API body for one outbox row: a template (kind "template") or a text."""
-    body: dict[str, Any] = {
-        "messaging_product": "whatsapp",
-        "recipient_type": "individual",
-        "to": message.session_id,
-        "biz_opaque_callback_data": message.idempotency_key,
-    }
+    body: dict[str, Any] = {"messaging_product": "whatsapp", "recipient_type": "individual"}
+    # A customer known only by a business-scoped user id (a username; Meta withholds the number)
+    # is addressed by `recipient`; a phone number goes in `to`.
+    body["recipient" if is_bsuid(message.session_id) else "to"] = message.session_id
+    body["biz_opaque_callback_data"] = message.idempotency_key
     template = (message.media or {}).get("template") if message.kind == "template" else None
     if template:
         body["type"] = "template"
