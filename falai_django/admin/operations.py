@@ -141,6 +141,8 @@ def page_context(rep: operations.Report) -> dict[str, Any]:
                   "conversation": overdue["conversation"] if overdue else "",
                   "url": conversation_url(overdue["conversation"]) if overdue else "",
                   "late": bool(overdue and overdue["age_s"] > 60)},
+        "statuses": {"waiting": rep.statuses_waiting,
+                     "age": age_text(rep.oldest_status_s) if rep.oldest_status_s is not None else ""},
         "heartbeat": ({"at": beat["at"], "age": age_text(beat["age_s"]), "host": beat["host"], "pid": beat["pid"],
                        "late": beat["late"]} if beat else None),
         "turns": turns,

@@ -25,14 +25,16 @@ def leave_session(token: Token) -> None:
     CURRENT_SESSION.reset(token)
 
 
-def silenced_by_channel(kind: str, session: Any, agent: Any = None) -> Any:
-    """The `silenced` a channel imposes on this input (None when it imposes nothing)."""
+def silenced_by_channel(kind: str, session: Any, agent: Any = None, turn: dict[str, Any] | None = None) -> Any:
+    """The `silenced` a channel imposes on this input (None when it imposes nothing). `turn` is
+    the stored input (an event's name decides whether the customer reached out)."""
     settings = conf.whatsapp_settings()
     if settings is None or not settings.get("WINDOW"):
         return None
     from falai_django.channels.whatsapp.window import window_silenced
 
-    return window_silenced(kind, session, conf.agent_now(agent), settings["WINDOW"])
+    return window_silenced(kind, session, conf.agent_now(agent), settings["WINDOW"],
+                           event=(turn or {}).get("event") if kind == "event" else None)
 
 
 # The keys a channel puts in a stored input's context (its own details, not the project's).

@@ -454,7 +454,7 @@ def _turn_loop(record: TurnRecord, *, agent: Any, context: Any, streaming: bool,
             pending_inbox = None
             silenced = silenced_for(session, stored.get("silenced"))
             if silenced is None:  # a channel's own rule (WhatsApp's 24-hour window)
-                silenced = channels.silenced_by_channel(record.kind, session, agent)
+                silenced = channels.silenced_by_channel(record.kind, session, agent, stored["turn"])
             kwargs = _turn_kwargs(record, session, history, context_for(session_id, session, stored["turn"], context),
                                   silenced)
             if streaming:

@@ -89,11 +89,14 @@ class Report:
     failed_sends: list[dict[str, Any]]  # {"channel", "stage", "code", "example", "count", "last"}
     priced: bool
     unpriced_models: list[str] = field(default_factory=list)
+    # A channel's delivery statuses kept until their message's send is recorded (host.statuses).
+    statuses_waiting: int = 0
+    oldest_status_s: float | None = None
 
 
 def report(using: str | None = None, now: datetime | None = None, days: int = DAYS) -> Report:
     """The page's figures, read now."""
-    from falai_django.models import DailyTotal, Heartbeat, History, TurnRecord, Wake
+    from falai_django.models import DailyTotal, EarlyStatus, Heartbeat, History, TurnRecord, Wake
 
     alias = using or metrics.db_alias()
     now = now or timezone.now()
@@ -141,10 +144,15 @@ def report(using: str | None = None, now: datetime | None = None, days: int = DA
     models = sorted({m.model or m.provider for m in model_days})
     unpriced = sorted({m.model for m in model_days if prices and m.cost is None})
 
+    kept = EarlyStatus.objects.using(alias).order_by("id").values_list("received_at", flat=True).first()
+    statuses_waiting = EarlyStatus.objects.using(alias).count() if kept else 0
+
     return Report(now=now, outbox_pending=pending.count() if first else 0, oldest_unsent=oldest_unsent,
                   wakes_overdue=overdue.count() if first_wake else 0, oldest_overdue=oldest_overdue, heartbeat=heartbeat,
                   turns=turns, model_days=model_days, days=day_rows, models=models,
-                  failed_sends=failed_sends(alias, now), priced=bool(prices), unpriced_models=unpriced)
+                  failed_sends=failed_sends(alias, now), priced=bool(prices), unpriced_models=unpriced,
+                  statuses_waiting=statuses_waiting,
+                  oldest_status_s=max(0.0, (now - kept).total_seconds()) if kept else None)
 
 
 # ---------------------------------------------------------------------------------------------

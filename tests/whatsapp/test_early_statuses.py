@@ -105,3 +105,18 @@ def test_the_counts_of_kept_and_late_applied_statuses_are_metrics(graph, setting
         return after.get(key, 0) - before.get(key, 0)
 
     assert (moved("kept"), moved("applied_late")) == (1, 1)
+
+
+def test_the_operations_page_shows_the_statuses_still_waiting(graph):
+    from django.contrib.auth.models import User
+
+    client = Client()
+    client.force_login(User.objects.create_superuser("ops", "ops@example.com", "pw"))
+    page = client.get("/admin/falai_django/operations/").content.decode()
+    assert 'id="falai-statuses"' not in page  # nothing waiting: no card
+
+    report("wamid.OUT7", "sent")
+    report("wamid.OUT8", "delivered")
+    page = client.get("/admin/falai_django/operations/").content.decode()
+    assert 'id="falai-statuses" data-value="2"' in page
+    assert "Delivery statuses waiting for their message" in page

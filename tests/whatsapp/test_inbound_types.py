@@ -362,3 +362,21 @@ def test_what_is_still_left_out_is_logged_with_its_type_and_conversation_and_cou
 def test_phone_number_id_is_in_every_context():
     got = parsed(message("contacts", "wamid.C", AT, [CARD]))
     assert got.context["whatsapp"]["phone_number_id"] == PHONE_NUMBER_ID
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flow_on_the_welcome_event_greets_a_customer_who_opens_the_chat(graph):
+    from falai_django import falai
+    from falai_django.testing import mock_provider
+
+    f = falai()
+    agents._current["agent"] = f.agent(
+        name="Ana", provider=mock_provider(), clock=agents.clock(),
+        events={WELCOME_EVENT: f.event(direction="inbound")},
+        flows=[f.flow({"id": "boas-vindas", "on": [{"event": WELCOME_EVENT}],
+                       "steps": [{"id": "oi", "say": "Bem-vindo à Padaria!"}]})],
+    )
+    response = deliver(Client(), envelope([message("request_welcome", "wamid.W1", AT)]))
+    assert response.json()["inputs"] == 1
+    assert graph.texts() == ["Bem-vindo à Padaria!"]
+    assert TurnRecord.objects.get(input_key="wamid.W1").kind == "event"

@@ -4,7 +4,8 @@ Outside 24 hours after the customer's last message, WhatsApp accepts only templa
 business. The host then passes a `silenced` on every input of the conversation that is not a
 customer message (a customer message reopens the window): with `WINDOW = "skip"` talk and say
 steps are skipped and `do` steps still run (so a template action after them goes out); with
-`"stop"` the plain reason, so a fresh talk step ends its run.
+`"stop"` the plain reason, so a fresh talk step ends its run. The `request_welcome` event (the
+customer opened the chat for the first time) is answered like a message: a welcome flow speaks.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from falai_django.channels.whatsapp.parse import WELCOME_EVENT
 from falai_django.engine.jstime import try_parse_iso
 
 REASON = "whatsapp-24h-window"
@@ -29,9 +31,10 @@ def window_open(session: Any, now: datetime) -> bool:
     return last is not None and now - last <= WINDOW
 
 
-def window_silenced(kind: str, session: Any, now: datetime, mode: str) -> Any:
-    """`silenced` for one input: None while the window is open (or for a customer message)."""
-    if kind == "message" or window_open(session, now):
+def window_silenced(kind: str, session: Any, now: datetime, mode: str, event: str | None = None) -> Any:
+    """`silenced` for one input: None while the window is open, for a customer message, and for
+    the `request_welcome` event (the customer opened the chat: the welcome may answer it)."""
+    if kind == "message" or event == WELCOME_EVENT or window_open(session, now):
         return None
     if mode == "stop":
         return REASON
