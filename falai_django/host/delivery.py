@@ -23,7 +23,7 @@ import logging
 import time
 from datetime import timedelta
 
-from django.db.models import Q
+from django.db.models import Case, F, Q, TextField, Value, When
 from django.utils import timezone
 
 from falai_django import conf
@@ -117,6 +117,9 @@ def send_pending(session_id: str, *, sender=None, sleep=time.sleep) -> int:
 
 
 BATCH = 100
+# Marking a row sent clears its last send error, unless the channel already reported its delivery
+# failed (a status that came before the send was recorded): that failure's text stays.
+_KEEP_FAILURE = "CASE WHEN delivery_status = 'failed' THEN send_error ELSE '' END"
 _COLUMNS = ("id", "content", "kind", "media", "message_key", "run_id", "step_id", "after_ms", "emission_key",
             "idempotency_key", "send_attempts", "next_attempt_at", "turn_id")
 
@@ -192,7 +195,7 @@ def _send_under_advisory_lock(session_id: str, sender, sleep) -> int:
                 # holder must never see this row still pending.
                 mark = _committed(connection, (
                     f"UPDATE {table} SET {quote('send_status')} = 'sent', {quote('send_attempts')} = %s, "
-                    f"{quote('sent_at')} = %s, {quote('next_attempt_at')} = NULL, {quote('send_error')} = '', "
+                    f"{quote('sent_at')} = %s, {quote('next_attempt_at')} = NULL, {quote('send_error')} = {_KEEP_FAILURE}, "
                     f"{quote('channel_message_id')} = %s WHERE id = %s; "))
                 params = [attempt, sent_at, channel, pk]
             with connection.cursor() as cursor:
@@ -292,7 +295,7 @@ def _release_many(connection, session_ids: list[str], marks: list) -> dict[str, 
         mark = _committed(connection, (
             f"UPDATE {table} AS h SET {quote('send_status')} = 'sent', "
             f"{quote('send_attempts')} = x.a, {quote('sent_at')} = x.t, {quote('next_attempt_at')} = NULL, "
-            f"{quote('send_error')} = '', {quote('channel_message_id')} = x.c "
+            f"{quote('send_error')} = {_KEEP_FAILURE}, {quote('channel_message_id')} = x.c "
             f"FROM jsonb_to_recordset(%s::jsonb) AS x(id bigint, a integer, t timestamptz, c text) "
             f"WHERE h.id = x.id; "))
         params = [json.dumps([{"id": pk, "a": attempt, "t": at.isoformat(), "c": channel}
@@ -408,7 +411,8 @@ def _drain_items(session_id: str, items: list, sender, sleep, deferred: list | N
                 send_attempts=attempt,
                 sent_at=previous_sent_at,
                 next_attempt_at=None,
-                send_error="",
+                send_error=Case(When(delivery_status=History.DeliveryStatus.FAILED, then=F("send_error")),
+                                default=Value(""), output_field=TextField()),
                 channel_message_id=channel,
             )
         sent += 1

@@ -6,6 +6,8 @@ that matches no row yet — it came before the send was recorded, or the row is 
 written — is kept (`EarlyStatus`) and applied by the dispatcher's sweep once the row appears
 (`apply_early`), never dropped: only one still unmatched after `KEEP_FOR` is let go, with a
 warning naming the conversation and a count in `falai_delivery_statuses_total{result="expired"}`.
+A channel's sender may apply them at once when its send returns the message id
+(`apply_early_for`; the WhatsApp sender does).
 """
 
 from __future__ import annotations
@@ -130,6 +132,21 @@ def apply_early(now: datetime | None = None) -> dict[str, int]:
                            row.channel, row.status, row.message_id, ",".join(report.recipients) or "?", KEEP_FOR)
     EarlyStatus.objects.filter(pk__in=finished).delete()
     return done
+
+
+def apply_early_for(message_id: str, *, session_id: str, idempotency_key: str, channel: str) -> int:
+    """Right after a send returned `message_id`: apply the statuses kept for it to the row being
+    sent (found by its idempotency key: the row learns its message id only after this). One index
+    probe per send, which is dwarfed by the channel's own round trip. Returns statuses applied."""
+    kept = list(EarlyStatus.objects.filter(channel=channel, message_id=message_id).order_by("id"))
+    for row in kept:
+        report = Kept(message_id=message_id, status=row.status, at=row.at.isoformat() if row.at else None,
+                      error=row.error, callback_data=idempotency_key, recipients=[session_id])
+        _update(report, REPLACES.get(report.status, ()))
+        metrics.status_reported(channel, "applied_late")
+    if kept:
+        EarlyStatus.objects.filter(pk__in=[row.pk for row in kept]).delete()
+    return len(kept)
 
 
 def waiting() -> int:

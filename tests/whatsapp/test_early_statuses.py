@@ -3,7 +3,8 @@
 Meta may report `sent`/`delivered` for a wamid before our worker has stored it (the Graph API
 answered, the row's update has not committed), and a status may carry neither a known wamid nor
 the idempotency key. Such a status is an `EarlyStatus` row; the dispatcher's sweep applies it as
-soon as a row has the wamid, and only one unmatched for `KEEP_FOR` is let go, with a warning.
+soon as a row has the wamid (the WhatsApp sender applies it at once when its send returns that
+wamid), and only one unmatched for `KEEP_FOR` is let go, with a warning.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def report(wamid: str, state: str, **extra) -> dict:
     return response.json()
 
 
-def test_a_status_before_its_send_is_kept_then_applied_by_the_dispatchers_sweep(graph):
+def test_a_status_before_its_send_is_kept_then_applied_when_the_send_returns_its_wamid(graph):
     assert report("wamid.OUT1", "delivered")["statuses"] == 0
     assert report("wamid.OUT1", "delivered")["statuses"] == 0  # Meta delivers it again: kept once
     kept = EarlyStatus.objects.get()
@@ -44,12 +45,26 @@ def test_a_status_before_its_send_is_kept_then_applied_by_the_dispatchers_sweep(
 
     deliver(Client(), envelope([text("oi", "wamid.IN1", agents.START)]))  # the send Meta answers wamid.OUT1
     row = History.objects.get(conversation_id=WA_ID, role="assistant")
-    assert row.channel_message_id == "wamid.OUT1" and row.delivery_status is None
+    assert row.channel_message_id == "wamid.OUT1"
+    assert row.delivery_status == "delivered"
+    assert row.delivery_at.isoformat().startswith("2026-09-20T10:00:09")
+    assert not EarlyStatus.objects.exists()
+
+
+def test_a_kept_status_whose_row_appears_otherwise_is_applied_by_the_dispatchers_sweep(graph, monkeypatch):
+    # the sender could not apply it (its database call failed after the send went out)
+    def broken(*args, **kwargs):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(statuses, "apply_early_for", broken)
+    report("wamid.OUT1", "delivered")
+    deliver(Client(), envelope([text("oi", "wamid.IN1", agents.START)]))
+    row = History.objects.get(conversation_id=WA_ID, role="assistant")
+    assert (row.send_status, row.channel_message_id, row.delivery_status) == ("sent", "wamid.OUT1", None)
 
     Dispatcher(poll_s=0).sweep()
     row.refresh_from_db()
     assert row.delivery_status == "delivered"
-    assert row.delivery_at.isoformat().startswith("2026-09-20T10:00:09")
     assert not EarlyStatus.objects.exists()
 
 
@@ -58,14 +73,13 @@ def test_kept_statuses_apply_in_any_order_and_never_move_the_row_backwards(graph
     report("wamid.OUT1", "delivered")
     deliver(Client(), envelope([text("oi", "wamid.IN1", agents.START)]))
 
-    assert statuses.apply_early() == {"applied": 2, "expired": 0}
     assert History.objects.get(role="assistant").delivery_status == "read"
+    assert not EarlyStatus.objects.exists()
 
 
 def test_a_failed_status_kept_early_carries_its_error_to_the_row(graph):
     report("wamid.OUT1", "failed", errors=[{"code": 131026, "title": "Message undeliverable"}])
     deliver(Client(), envelope([text("oi", "wamid.IN1", agents.START)]))
-    statuses.apply_early()
     row = History.objects.get(role="assistant")
     assert (row.delivery_status, row.send_error) == ("failed", "131026 Message undeliverable")
 
@@ -97,7 +111,6 @@ def test_the_counts_of_kept_and_late_applied_statuses_are_metrics(graph, setting
     before = scrape_with("scrape")
     report("wamid.OUT1", "delivered")
     deliver(Client(), envelope([text("oi", "wamid.IN1", agents.START)]))
-    statuses.apply_early()
     after = scrape_with("scrape")
 
     def moved(result: str) -> float:

@@ -14,6 +14,7 @@ mark the row failed at once (`PermanentSendError`, with the code and title), any
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from typing import Any
@@ -40,6 +41,8 @@ PERMANENT_CODES = frozenset({
     132000, 132001, 132005, 132007, 132012, 132015, 132016,  # template problems
     133010,  # phone number not registered
 })
+
+logger = logging.getLogger("falai_django.whatsapp")
 
 _client: httpx.Client | None = None
 _client_lock = threading.Lock()
@@ -88,11 +91,27 @@ def send(message: OutboundSend) -> str:
         messages = data.get("messages") if isinstance(data, dict) else None
         if not messages or not isinstance(messages[0], dict) or not messages[0].get("id"):
             raise SendError(f"the Graph API answered {response.status_code} without messages[0].id")
-        return str(messages[0]["id"])
+        wamid = str(messages[0]["id"])
+        _statuses_that_came_first(wamid, message)
+        return wamid
     raise graph_error(response.status_code, data, response.headers.get("Retry-After"))
 
 
 send.channel = "whatsapp"  # type: ignore[attr-defined]  # the `channel` label of its sends
+
+
+def _statuses_that_came_first(wamid: str, message: OutboundSend) -> None:
+    """Meta may report `sent`/`delivered` before this worker stores the wamid: those statuses were
+    kept (`host.statuses`); apply them now. A failure here never fails the send (it went out):
+    the dispatcher's sweep applies them instead."""
+    from falai_django.host import statuses
+
+    try:
+        statuses.apply_early_for(wamid, session_id=message.session_id, idempotency_key=message.idempotency_key,
+                                 channel="whatsapp")
+    except Exception:  # noqa: BLE001 - logged; the sweep applies the kept statuses later
+        logger.warning("whatsapp: could not apply the statuses kept for %s of conversation %s; the dispatcher's "
+                       "sweep applies them", wamid, message.session_id, exc_info=True)
 
 
 def graph_error(status: int, data: Any, retry_after: str | None = None) -> SendError:
