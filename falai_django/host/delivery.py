@@ -23,7 +23,8 @@ import logging
 import time
 from datetime import timedelta
 
-from django.db.models import Case, F, Q, TextField, Value, When
+from django.db.models import Q, TextField
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from falai_django import conf
@@ -411,8 +412,7 @@ def _drain_items(session_id: str, items: list, sender, sleep, deferred: list | N
                 send_attempts=attempt,
                 sent_at=previous_sent_at,
                 next_attempt_at=None,
-                send_error=Case(When(delivery_status=History.DeliveryStatus.FAILED, then=F("send_error")),
-                                default=Value(""), output_field=TextField()),
+                send_error=RawSQL(_KEEP_FAILURE, [], output_field=TextField()),
                 channel_message_id=channel,
             )
         sent += 1

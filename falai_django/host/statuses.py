@@ -55,27 +55,34 @@ class StatusReport(Protocol):
 
 @dataclass(frozen=True)
 class Kept:
-    """An `EarlyStatus` row read back as a report."""
+    """An `EarlyStatus` row read back as a report (its time is the row's `at`, already parsed)."""
 
     message_id: str
     status: str
-    at: str | None
     error: str
     callback_data: str
     recipients: list[str]
 
+    @classmethod
+    def of(cls, row: EarlyStatus, **found_by: Any) -> Kept:
+        """`found_by` replaces how the row is looked for (`callback_data`, `recipients`)."""
+        fields = {"message_id": row.message_id, "status": row.status, "error": row.error,
+                  "callback_data": row.callback_data, "recipients": list(row.recipients or [])}
+        return cls(**{**fields, **found_by})
 
-def _rows(report: StatusReport):
+
+def _rows(report: StatusReport | Kept):
     mine = Q(channel_message_id=report.message_id)
     if report.callback_data and report.recipients:
         mine |= Q(conversation_id__in=report.recipients, idempotency_key=report.callback_data)
     return History.objects.filter(mine)
 
 
-def _update(report: StatusReport, previous: tuple[str, ...]) -> int:
+def _update(report: StatusReport | Kept, at: datetime | None) -> int:
+    """Move the report's row forward to its status (a row with no status, or an earlier one)."""
+    previous = REPLACES.get(report.status, ())
     rows = _rows(report).filter(Q(delivery_status__isnull=True) | Q(delivery_status__in=previous))
-    update: dict[str, Any] = {"delivery_status": report.status,
-                              "delivery_at": try_parse_iso(report.at or "") or timezone.now()}
+    update: dict[str, Any] = {"delivery_status": report.status, "delivery_at": at or timezone.now()}
     if report.status == "failed":
         update["send_error"] = (report.error or "failed")[:2000]
     return rows.update(**update)
@@ -84,13 +91,13 @@ def _update(report: StatusReport, previous: tuple[str, ...]) -> int:
 def apply(report: StatusReport, *, channel: str) -> int:
     """Move the row this status is about forward (never backwards). Returns rows changed; a status
     whose row is not there yet is kept for `apply_early`."""
-    previous = REPLACES.get(report.status)
-    if previous is None:
+    if report.status not in REPLACES:
         logger.warning("falai %s: unknown delivery status %r for %s (conversation %s); left out", channel,
                        report.status, report.message_id, ",".join(report.recipients) or "?")
         metrics.status_reported(channel, "unknown")
         return 0
-    changed = _update(report, previous)
+    at = try_parse_iso(report.at or "")
+    changed = _update(report, at)
     if changed:
         metrics.status_reported(channel, "applied")
         return changed
@@ -98,8 +105,8 @@ def apply(report: StatusReport, *, channel: str) -> int:
         metrics.status_reported(channel, "stale")
         return 0
     EarlyStatus.objects.bulk_create([EarlyStatus(
-        channel=channel, message_id=report.message_id[:255], status=report.status,
-        at=try_parse_iso(report.at or ""), recipients=report.recipients, callback_data=report.callback_data[:255],
+        channel=channel, message_id=report.message_id[:255], status=report.status, at=at,
+        recipients=report.recipients, callback_data=report.callback_data[:255],
         error=report.error[:2000])], ignore_conflicts=True)  # a redelivery keeps nothing twice
     logger.info("falai %s: status %s for %s (conversation %s) came before its message was recorded; kept",
                 channel, report.status, report.message_id, ",".join(report.recipients) or "?")
@@ -117,10 +124,8 @@ def apply_early(now: datetime | None = None) -> dict[str, int]:
         return done
     finished: list[int] = []
     for row in kept:
-        report = Kept(message_id=row.message_id, status=row.status, at=row.at.isoformat() if row.at else None,
-                      error=row.error, callback_data=row.callback_data, recipients=list(row.recipients or []))
-        previous = REPLACES.get(report.status, ())
-        if _update(report, previous) or _rows(report).exists():
+        report = Kept.of(row)
+        if _update(report, row.at) or _rows(report).exists():
             finished.append(row.pk)
             done["applied"] += 1
             metrics.status_reported(row.channel, "applied_late")
@@ -140,15 +145,8 @@ def apply_early_for(message_id: str, *, session_id: str, idempotency_key: str, c
     probe per send, which is dwarfed by the channel's own round trip. Returns statuses applied."""
     kept = list(EarlyStatus.objects.filter(channel=channel, message_id=message_id).order_by("id"))
     for row in kept:
-        report = Kept(message_id=message_id, status=row.status, at=row.at.isoformat() if row.at else None,
-                      error=row.error, callback_data=idempotency_key, recipients=[session_id])
-        _update(report, REPLACES.get(report.status, ()))
+        _update(Kept.of(row, callback_data=idempotency_key, recipients=[session_id]), row.at)
         metrics.status_reported(channel, "applied_late")
     if kept:
         EarlyStatus.objects.filter(pk__in=[row.pk for row in kept]).delete()
     return len(kept)
-
-
-def waiting() -> int:
-    """How many statuses wait for their row (the Operations page shows it)."""
-    return EarlyStatus.objects.count()

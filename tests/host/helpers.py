@@ -169,3 +169,33 @@ def drop_redis_queue(redis_url: str, name: str) -> None:
     client = redis.Redis.from_url(redis_url)
     client.delete(name)
     client.close()
+
+
+# -- the metrics endpoint -----------------------------------------------------------------------
+
+METRICS_TOKEN = "scrape-me-7f3a"  # set FALAI["METRICS_TOKEN"] to it
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(client: Client | None = None, token: str = METRICS_TOKEN) -> Samples:
+    """{(sample name, sorted labels): value} of one scrape with the token."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    response = (client or Client()).get("/falai/metrics", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain; version=0.0.4")
+    samples = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def value(samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def moved(before, after, name: str, **labels: str) -> float:
+    return value(after, name, **labels) - value(before, name, **labels)

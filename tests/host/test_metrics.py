@@ -19,12 +19,12 @@ from falai_django.observe import exposition, metrics
 from falai_django.testing import mock_provider
 
 from . import agents, senders
-from .helpers import conflict_once, post, staff_client, url
+from .helpers import METRICS_TOKEN, conflict_once, moved, post, scrape, staff_client, url, value
 from .test_outages import database_away
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TOKEN = "scrape-me-7f3a"
+TOKEN = METRICS_TOKEN
 NAMES = [
     "falai_turns_total", "falai_turn_duration_seconds", "falai_turn_replays_total", "falai_llm_calls_total",
     "falai_llm_call_duration_seconds", "falai_llm_tokens_total", "falai_sends_total", "falai_outbox_pending",
@@ -36,26 +36,6 @@ NAMES = [
 @pytest.fixture(autouse=True)
 def metrics_token(settings):
     settings.FALAI = {**settings.FALAI, "METRICS_TOKEN": TOKEN}
-
-
-def scrape(client: Client | None = None) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """{(sample name, sorted labels): value} of one scrape with the token."""
-    response = (client or Client()).get("/falai/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
-    assert response.status_code == 200, response.content
-    assert response["Content-Type"].startswith("text/plain; version=0.0.4")
-    samples = {}
-    for family in text_string_to_metric_families(response.content.decode()):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
-
-
-def value(samples, name: str, **labels: str) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-def moved(before, after, name: str, **labels: str) -> float:
-    return value(after, name, **labels) - value(before, name, **labels)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,8 +16,18 @@ from django.utils import timezone
 
 from falai_django.models import TurnRecord
 
-from .helpers import ROOT, cluster_env, drop_redis_queue, kill, start_cluster, whatsapp_configured
-from .test_metrics import TOKEN, moved, scrape, value
+from .helpers import (
+    METRICS_TOKEN,
+    ROOT,
+    cluster_env,
+    drop_redis_queue,
+    kill,
+    moved,
+    scrape,
+    start_cluster,
+    value,
+    whatsapp_configured,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
 
@@ -27,7 +37,7 @@ MESSAGES = 2
 
 @pytest.fixture(autouse=True)
 def metrics_token(settings):
-    settings.FALAI = {**settings.FALAI, "METRICS_TOKEN": TOKEN}
+    settings.FALAI = {**settings.FALAI, "METRICS_TOKEN": METRICS_TOKEN}
 
 
 @pytest.fixture

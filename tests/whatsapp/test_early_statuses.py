@@ -15,6 +15,7 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 from django.utils import timezone
+from host.helpers import METRICS_TOKEN, moved, scrape
 
 from falai_django.host import statuses
 from falai_django.host.wakes import Dispatcher
@@ -105,19 +106,16 @@ def test_a_status_the_row_has_already_passed_is_not_kept(graph):
 
 
 def test_the_counts_of_kept_and_late_applied_statuses_are_metrics(graph, settings):
-    from .test_inbound_types import scrape_with
-
-    settings.FALAI = {**settings.FALAI, "METRICS_TOKEN": "scrape"}
-    before = scrape_with("scrape")
+    settings.FALAI = {**settings.FALAI, "METRICS_TOKEN": METRICS_TOKEN}
+    before = scrape()
     report("wamid.OUT1", "delivered")
     deliver(Client(), envelope([text("oi", "wamid.IN1", agents.START)]))
-    after = scrape_with("scrape")
+    after = scrape()
 
-    def moved(result: str) -> float:
-        key = ("falai_delivery_statuses_total", (("channel", "whatsapp"), ("result", result)))
-        return after.get(key, 0) - before.get(key, 0)
+    def result(name: str) -> float:
+        return moved(before, after, "falai_delivery_statuses_total", channel="whatsapp", result=name)
 
-    assert (moved("kept"), moved("applied_late")) == (1, 1)
+    assert (result("kept"), result("applied_late")) == (1, 1)
 
 
 def test_the_operations_page_shows_the_statuses_still_waiting(graph):

@@ -10,22 +10,12 @@ from falai_django.models import History, TurnRecord, Wake
 
 from . import agents
 from .conftest import TOKEN
+from .pages import admin_page
 from .payloads import PHONE_NUMBER_ID, WA_ID, deliver, envelope, status, text
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ASK = "Oi! Com quem eu falo?"
-
-
-def admin_page(session_id: str) -> str:
-    from django.contrib.auth.models import User
-
-    user = User.objects.create_superuser("root", "root@example.com", "pw")
-    client = Client()
-    client.force_login(user)
-    response = client.get(f"/admin/falai_django/conversation/{session_id}/change/")
-    assert response.status_code == 200
-    return response.content.decode()
 
 
 def test_oi_reaches_the_graph_api_once_with_its_wamid_stored_and_statuses_shown(graph):

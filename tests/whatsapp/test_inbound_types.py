@@ -12,15 +12,15 @@ import json
 import logging
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
-from prometheus_client.parser import text_string_to_metric_families
+from host.helpers import METRICS_TOKEN, moved, scrape
 
 from falai_django.channels.whatsapp.parse import WELCOME_EVENT, is_bsuid, parse_webhook
 from falai_django.host.turns import load_history
 from falai_django.models import History, TurnRecord
 
 from . import agents
+from .pages import admin_page
 from .payloads import PHONE_NUMBER_ID, WA_ID, deliver, envelope, message, status, text, ts
 
 AT = agents.START
@@ -68,20 +68,6 @@ def bsuid_envelope(messages: list[dict], *, username: str = "ana.padaria") -> di
         item.pop("from", None)
         item["from_user_id"] = BSUID
     return body
-
-
-def scrape_with(token: str) -> dict:
-    """{(sample name, sorted labels): value} of one scrape of the metrics endpoint."""
-    from falai_django import conf
-
-    conf.clear_cache()
-    response = Client().get("/falai/metrics", HTTP_AUTHORIZATION=f"Bearer {token}")
-    assert response.status_code == 200, response.content
-    samples = {}
-    for family in text_string_to_metric_families(response.content.decode()):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
 
 
 # -- the new types as text and context -----------------------------------------------------------
@@ -198,15 +184,6 @@ def revoke(wamid: str, original: str, at: str = "2026-09-20T10:02:00Z") -> dict:
     return message("revoke", wamid, at, {"original_message_id": original})
 
 
-def conversation_page(session_id: str) -> str:
-    user = User.objects.create_superuser("root", "root@example.com", "pw")
-    client = Client()
-    client.force_login(user)
-    response = client.get(f"/admin/falai_django/conversation/{session_id}/change/")
-    assert response.status_code == 200
-    return response.content.decode()
-
-
 @pytest.mark.django_db(transaction=True)
 def test_an_edit_replaces_the_line_keeps_the_earlier_text_and_runs_no_turn(graph):
     deliver(Client(), envelope([text("meu nome é Ana", "wamid.IN1", AT)]))
@@ -221,7 +198,7 @@ def test_an_edit_replaces_the_line_keeps_the_earlier_text_and_runs_no_turn(graph
     assert [p["text"] for p in line.media["previous"]] == ["meu nome é Ana"]
     assert TurnRecord.objects.count() == turns and len(graph.requests) == sends
     assert {"role": "user", "content": "meu nome é Ana Maria"} in load_history(WA_ID)
-    html = conversation_page(WA_ID)
+    html = admin_page(WA_ID)
     assert 'class="falai-edited"' in html and "meu nome é Ana</span>" not in html
 
 
@@ -248,7 +225,7 @@ def test_a_revoke_marks_the_line_deleted_and_the_model_no_longer_reads_it(graph)
     line = History.objects.get(conversation_id=WA_ID, message_key="wamid.IN1")
     assert line.deleted_at is not None and line.content == "meu cpf é 123"
     assert all(item["content"] != "meu cpf é 123" for item in load_history(WA_ID))
-    html = conversation_page(WA_ID)
+    html = admin_page(WA_ID)
     assert "deleted by the customer" in html and "falai-text-deleted" in html
 
 
@@ -305,8 +282,7 @@ EVERY_NOTE = [
 
 
 @pytest.mark.django_db(transaction=True)
-def test_one_of_every_inbound_type_is_in_a_turns_input_or_on_the_transcript(graph, settings):
-    settings.FALAI = {**settings.FALAI, "METRICS_TOKEN": "scrape"}
+def test_one_of_every_inbound_type_is_in_a_turns_input_or_on_the_transcript(graph):
     response = deliver(Client(), envelope(EVERY_TYPE))
     assert response.status_code == 200, response.content
     assert response.json()["skipped"] == 0
@@ -348,15 +324,13 @@ def test_one_of_every_inbound_type_is_in_a_turns_input_or_on_the_transcript(grap
 
 @pytest.mark.django_db(transaction=True)
 def test_what_is_still_left_out_is_logged_with_its_type_and_conversation_and_counted(graph, settings, caplog):
-    settings.FALAI = {**settings.FALAI, "METRICS_TOKEN": "scrape"}
-    before = scrape_with("scrape")
+    settings.FALAI = {**settings.FALAI, "METRICS_TOKEN": METRICS_TOKEN}
+    before = scrape()
     odd = message("interactive", "wamid.Z", AT, {"type": "brand_new", "brand_new": {}})
     with caplog.at_level(logging.WARNING, logger="falai_django.whatsapp"):
         assert deliver(Client(), envelope([odd])).json()["skipped"] == 1
     assert f"left out a 'interactive' message wamid.Z of conversation {WA_ID}" in caplog.text
-    after = scrape_with("scrape")
-    key = ("falai_inbound_skipped_total", (("channel", "whatsapp"), ("type", "interactive")))
-    assert after.get(key, 0) - before.get(key, 0) == 1
+    assert moved(before, scrape(), "falai_inbound_skipped_total", channel="whatsapp", type="interactive") == 1
 
 
 def test_phone_number_id_is_in_every_context():

@@ -39,7 +39,6 @@ from falai_django.observe import metrics
 logger = logging.getLogger("falai_django.whatsapp")
 
 CHANNEL = "whatsapp"
-REPLACES = statuses.REPLACES  # a status only moves forward (host.statuses)
 REACTION_KIND = "reaction"
 NOTE_KINDS = ("edit", "revoke", "system", "unsupported")  # a note's own line, when it has one
 
@@ -68,9 +67,10 @@ def store_batch(batch: Batch) -> Stored:
             try:
                 record = receive(message.session_id, turn_input, context=message.context)
             except InputError as exc:  # nothing a retry of the webhook would fix
-                logger.warning("whatsapp: left out a %r message %s of conversation %s: %s",
-                               message.context.get("whatsapp", {}).get("type"), message.id, message.session_id, exc)
-                metrics.inbound_skipped(CHANNEL, str(message.context.get("whatsapp", {}).get("type") or ""))
+                kind = str(message.context.get("whatsapp", {}).get("type") or "")
+                logger.warning("whatsapp: left out a %r message %s of conversation %s: %s", kind, message.id,
+                               message.session_id, exc)
+                metrics.inbound_skipped(CHANNEL, kind)
                 stored.skipped += 1
                 continue
             per_conversation.setdefault(message.session_id, []).append(record.pk)

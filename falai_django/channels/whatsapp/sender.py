@@ -23,6 +23,7 @@ import httpx
 
 from falai_django import conf
 from falai_django.channels.whatsapp.parse import is_bsuid
+from falai_django.host import statuses
 from falai_django.sending import OutboundSend, PermanentSendError, RetryLater, SendError
 
 # Throughput and rate limits: retried with backoff.
@@ -104,8 +105,6 @@ def _statuses_that_came_first(wamid: str, message: OutboundSend) -> None:
     """Meta may report `sent`/`delivered` before this worker stores the wamid: those statuses were
     kept (`host.statuses`); apply them now. A failure here never fails the send (it went out):
     the dispatcher's sweep applies them instead."""
-    from falai_django.host import statuses
-
     try:
         statuses.apply_early_for(wamid, session_id=message.session_id, idempotency_key=message.idempotency_key,
                                  channel="whatsapp")
