@@ -11,7 +11,12 @@ once for all of them:
 - classification through `falai_django.llm.classify` and redaction of the API key from every
   error it raises (`redacted`, `reraise`);
 - the terminal chunk: the envelope read leniently (`falai_django.llm.jsonparse`), a broken
-  envelope blanked, tool calls folded into `structured`, usage in metadata.
+  envelope blanked, tool calls folded into `structured`, usage in metadata;
+- media understanding under that same policy: `_complete` / `_acomplete` run a request the
+  vendor built itself (an audio or image part beside an instruction, JSON off) through the
+  streamed loop and return the final text, and `_retrying` / `_aretrying` wrap a call that does
+  not stream (OpenAI's transcription endpoint). `TRANSCRIBE_PROMPT` and `DESCRIBE_IMAGE_PROMPT`
+  are the instructions every vendor sends with the media.
 """
 
 from __future__ import annotations
@@ -19,8 +24,17 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping
-from typing import Any, NoReturn
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from typing import Any, NoReturn, TypeVar
 
 from falai_django.llm.errors import ProviderError, classify_error
 from falai_django.llm.jsonparse import is_json_shaped, try_parse_json_response
@@ -34,6 +48,25 @@ BACKUP_KINDS = frozenset({"overload", "rate", "model"})
 SCHEMA_IN_PROMPT = (
     "Reply with a single JSON object, and nothing else, that conforms to this JSON schema:\n{schema}"
 )
+# The instructions sent beside a customer's media. A voice note is transcribed verbatim in its
+# own language (the agent reads it as the customer's words); a picture is described briefly in
+# the customer's language, since that description is what the agent reads in its place.
+TRANSCRIBE_PROMPT = (
+    "Transcribe this audio exactly as spoken, in its own language, without translating or summarising. "
+    "Reply with the transcription only."
+)
+DESCRIBE_IMAGE_PROMPT = (
+    "Describe this image factually in one or two short sentences, written in the language the customer "
+    "who sent it most likely speaks (the language of any text it shows, if any). "
+    "Reply with the description only."
+)
+_T = TypeVar("_T")
+
+
+def bare_mime(mime_type: str) -> str:
+    """`mime_type` without parameters (`audio/ogg; codecs=opus` -> `audio/ogg`), lowercased: the
+    form vendors list in their supported types."""
+    return str(mime_type or "").split(";", 1)[0].strip().lower()
 
 
 def read(item: Any, key: str) -> Any:
@@ -220,7 +253,8 @@ class StreamingAdapter(BaseProvider):
 
     A subclass sets `model`, `backup_models`, `retries`, `backoff_base_ms`, `backoff_cap_ms`,
     `_sleep_ms` and `_secret` (through `_init_policy`), and implements `_prepare(input)` (an object
-    with a `json_on` attribute), `_attempt(request, model, fold)` and `_aattempt(...)`.
+    with a `json_on` attribute), `_attempt(request, model, fold)` and `_aattempt(...)`. A vendor that
+    understands media builds its own request for it and hands it to `_complete` / `_acomplete`.
     """
 
     model: str
@@ -302,7 +336,20 @@ class StreamingAdapter(BaseProvider):
     # -- the call --------------------------------------------------------------------------
 
     def generate_message_stream(self, input: GenerateInput) -> Iterator[StreamChunk]:
-        request = self._prepare(input)
+        yield from self._stream(self._prepare(input))
+
+    async def agenerate_message_stream(self, input: GenerateInput) -> AsyncIterator[StreamChunk]:
+        """See generate_message_stream(); runs on the SDK's native async client."""
+        stream = self._astream(self._prepare(input))
+        try:
+            async for chunk in stream:
+                yield chunk
+        finally:
+            await stream.aclose()  # an early exit by the caller releases the connection now
+
+    def _stream(self, request: Any) -> Generator[StreamChunk, None, None]:
+        """The call over an already-prepared request: each model in turn, each retried, until one
+        answers (the chunks of that answer) or the last failure is raised."""
         models = [self.model, *self.backup_models]
         for index, model in enumerate(models):
             attempt = 0
@@ -329,9 +376,8 @@ class StreamingAdapter(BaseProvider):
                 yield fold.terminal(request.json_on, self.name)
                 return
 
-    async def agenerate_message_stream(self, input: GenerateInput) -> AsyncIterator[StreamChunk]:
-        """See generate_message_stream(); runs on the SDK's native async client."""
-        request = self._prepare(input)
+    async def _astream(self, request: Any) -> AsyncGenerator[StreamChunk, None]:
+        """See _stream()."""
         models = [self.model, *self.backup_models]
         for index, model in enumerate(models):
             attempt = 0
@@ -357,6 +403,68 @@ class StreamingAdapter(BaseProvider):
                     break
                 yield fold.terminal(request.json_on, self.name)
                 return
+
+    # -- media understanding (the vendor builds the request; the policy is the one above) ------
+
+    def _complete(self, request: Any) -> str:
+        """The final text of a vendor-built request with JSON off (an audio or image part and an
+        instruction), through the same loop as text: retries, backup models, redaction."""
+        last: StreamChunk | None = None
+        for chunk in self._stream(request):
+            last = chunk
+        return self._final_text(last)
+
+    async def _acomplete(self, request: Any) -> str:
+        """See _complete()."""
+        last: StreamChunk | None = None
+        stream = self._astream(request)
+        try:
+            async for chunk in stream:
+                last = chunk
+        finally:
+            await stream.aclose()
+        return self._final_text(last)
+
+    def _final_text(self, last: StreamChunk | None) -> str:
+        if last is None:  # unreachable: the stream ends with a terminal chunk or raises
+            raise ProviderError(self.name, "overload", f"{self.name}: no response")
+        return last.accumulated.strip()
+
+    def _retrying(self, call: Callable[[str], _T], models: Sequence[str] | None = None) -> _T:
+        """`call(model)` for a request that does not stream, under the same policy as a streamed
+        attempt: transient kinds retried with the same backoff, then the next of `models`
+        (default the provider's model and backups), the last failure classified and redacted."""
+        models = list(models or [self.model, *self.backup_models])
+        for index, model in enumerate(models):
+            attempt = 0
+            while True:
+                try:
+                    return call(model)
+                except Exception as exc:
+                    step, delay = self._after_failure(exc, ReplyFold(model), False, attempt, index, len(models))
+                    if step == "retry":
+                        self._wait(delay)
+                        attempt += 1
+                        continue
+                    break  # on to the next model
+        raise ProviderError(self.name, "unknown", f"{self.name}: no model to call")  # models was empty
+
+    async def _aretrying(self, acall: Callable[[str], Awaitable[_T]], models: Sequence[str] | None = None) -> _T:
+        """See _retrying(); `acall(model)` returns an awaitable."""
+        models = list(models or [self.model, *self.backup_models])
+        for index, model in enumerate(models):
+            attempt = 0
+            while True:
+                try:
+                    return await acall(model)
+                except Exception as exc:
+                    step, delay = self._after_failure(exc, ReplyFold(model), False, attempt, index, len(models))
+                    if step == "retry":
+                        await self._await(delay)
+                        attempt += 1
+                        continue
+                    break
+        raise ProviderError(self.name, "unknown", f"{self.name}: no model to call")
 
     async def agenerate_message(self, input: GenerateInput) -> GenerateOutput:
         """See generate_message()."""

@@ -9,10 +9,16 @@ input streamed in fragments (`input_json_delta`), assembled and read leniently.
 Usage: `promptTokens` is the whole input (`input_tokens` + cache reads + cache writes, since
 Anthropic counts them apart), `cachedInputTokens` the cache reads, `completionTokens` the
 output. The shared pipeline in `adapter` retries, backs up and classifies, as for Gemini.
+
+Media understanding: `describe_image(data, mime_type)` / `adescribe_image` send the picture as a
+base64 `image` block beside an instruction, on the same streamed path. There is no `transcribe`:
+Claude does not read audio, so the attribute is absent (callers test
+`hasattr(provider, "transcribe")` and use another provider for voice notes).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from typing import Any
@@ -23,10 +29,12 @@ from falai_django.providers.adapter import (
     BACKOFF_CAP_MS,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_MS,
+    DESCRIBE_IMAGE_PROMPT,
     SCHEMA_IN_PROMPT,
     ReplyFold,
     StreamingAdapter,
     afold_events,
+    bare_mime,
     fold_events,
     history_call,
     history_calls,
@@ -284,6 +292,27 @@ class AnthropicProvider(StreamingAdapter):
     async def _aattempt(self, request: _Request, model: str, fold: Any) -> AsyncGenerator[str, None]:
         async for text in afold_events(await self._aclient.messages.create(**self._params(request, model)), fold):
             yield text
+
+    # -- media understanding (images only: Claude does not read audio, so no `transcribe`) ----
+
+    def _image_request(self, data: bytes, mime_type: str) -> _Request:
+        """The picture as a base64 image block, then the instruction (Anthropic advises the image
+        first); no system text and JSON off, so the reply's text is the description."""
+        request = _Request(GenerateInput(prompt=DESCRIBE_IMAGE_PROMPT), cache_system=False)
+        request.messages = [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": bare_mime(mime_type),
+                                         "data": base64.b64encode(bytes(data)).decode("ascii")}},
+            {"type": "text", "text": DESCRIBE_IMAGE_PROMPT},
+        ]}]
+        return request
+
+    def describe_image(self, data: bytes, mime_type: str) -> str:
+        """A one- or two-sentence description of a picture, which the agent reads in its place."""
+        return self._complete(self._image_request(data, mime_type))
+
+    async def adescribe_image(self, data: bytes, mime_type: str) -> str:
+        """See describe_image()."""
+        return await self._acomplete(self._image_request(data, mime_type))
 
     def close(self) -> None:
         """Releases the sync client's HTTP connections (`aclose()` for the async one)."""

@@ -15,10 +15,19 @@ never restarted. When every candidate is cooling, `NoAvailableProviderError` (ki
 names the next opportunity.
 
 Cooldowns live in this instance's memory (process-local), guarded by a lock.
+
+Media understanding (`transcribe`, `describe_image` and their async twins `atranscribe`,
+`adescribe_image`) goes to the candidates in order too, skipping one that lacks the method
+(Anthropic has no `transcribe`) or is cooling down, and falling to the next on any
+`ProviderError` but `aborted` (vendors differ in the formats they read, so even an `invalid`
+answer is worth a second opinion). Media failures set no cooldown and take no probe: a voice
+note the primary cannot read says nothing about its text calls. The methods are always
+defined; when no candidate has the method they raise `NotImplementedError` naming it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -210,11 +219,11 @@ class FallbackProvider:
             with self._lock:
                 probe.probing = False
 
-    def _none_available(self) -> NoAvailableProviderError:
+    def _none_available(self, candidates: list[Provider] | None = None) -> NoAvailableProviderError:
         with self._lock:
             now = self._now()
             retry_at = min(max(now, cd.retry_at_ms) if (cd := self._cooldowns.get(id(p))) else now
-                           for p in self.providers)
+                           for p in candidates or self.providers)
         return NoAvailableProviderError(retry_at, now)
 
     def _admitted(self) -> Iterator[tuple[Provider, _Cooldown | None]]:
@@ -297,3 +306,69 @@ class FallbackProvider:
             self._succeeded(candidate, probe)
             return
         raise self._exhausted(last)
+
+    # -- media understanding (see the module docstring) -----------------------------------
+
+    def transcribe(self, data: bytes, mime_type: str) -> str:
+        """The first candidate with `transcribe` that answers; NotImplementedError when none has it."""
+        return self._media("transcribe", data, mime_type)
+
+    def describe_image(self, data: bytes, mime_type: str) -> str:
+        """The first candidate with `describe_image` that answers; NotImplementedError when none has it."""
+        return self._media("describe_image", data, mime_type)
+
+    async def atranscribe(self, data: bytes, mime_type: str) -> str:
+        """See transcribe()."""
+        return await self._amedia("transcribe", data, mime_type)
+
+    async def adescribe_image(self, data: bytes, mime_type: str) -> str:
+        """See describe_image()."""
+        return await self._amedia("describe_image", data, mime_type)
+
+    def _media_candidates(self, method: str, *twins: str) -> list[Provider]:
+        """The candidates that have `method` (or one of `twins`), in order; NotImplementedError if none."""
+        able = [p for p in self.providers if any(hasattr(p, name) for name in (method, *twins))]
+        if not able:
+            raise NotImplementedError(
+                f"[FallbackProvider] no provider in {self.name} has {method}(): add one that does "
+                "(GeminiProvider reads audio and images) or test hasattr() before calling."
+            )
+        return able
+
+    def _cooling(self, candidate: Provider) -> bool:
+        with self._lock:
+            cd = self._cooldowns.get(id(candidate))
+            return cd is not None and cd.retry_at_ms > self._now()
+
+    def _media(self, method: str, data: bytes, mime_type: str) -> str:
+        """`method` on each able candidate not cooling down, in order; the last ProviderError when all
+        failed, NoAvailableProviderError when all were cooling. No cooldown is set (module docstring)."""
+        able = self._media_candidates(method)
+        last: ProviderError | None = None
+        for candidate in able:
+            if self._cooling(candidate):
+                continue
+            try:
+                return getattr(candidate, method)(data, mime_type)
+            except ProviderError as exc:
+                if exc.kind == "aborted":
+                    raise
+                last = exc
+        raise last if last is not None else self._none_available(able)
+
+    async def _amedia(self, method: str, data: bytes, mime_type: str) -> str:
+        """See _media(); a candidate with only the sync method runs it in a worker thread."""
+        able = self._media_candidates(method, "a" + method)
+        last: ProviderError | None = None
+        for candidate in able:
+            if self._cooling(candidate):
+                continue
+            try:
+                if hasattr(candidate, "a" + method):
+                    return await getattr(candidate, "a" + method)(data, mime_type)
+                return await asyncio.to_thread(getattr(candidate, method), data, mime_type)
+            except ProviderError as exc:
+                if exc.kind == "aborted":
+                    raise
+                last = exc
+        raise last if last is not None else self._none_available(able)

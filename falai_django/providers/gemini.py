@@ -11,6 +11,11 @@ network, overload, rate) are retried with full-jitter exponential backoff, and t
 `backup_models` are tried (on overload, rate or model), but only **before the first chunk
 is emitted**: once text has gone out, a failure propagates.
 
+Media understanding: `transcribe(data, mime_type)` and `describe_image(data, mime_type)` (and
+`atranscribe` / `adescribe_image`) send one user content holding the bytes as an `inline_data`
+part and a short instruction, on the same streamed call and the same retry policy, and return
+the reply's text.
+
 `base_url` (or the SDK's own `GOOGLE_GEMINI_BASE_URL` environment variable) points the
 client at a proxy or a local test server speaking the Generative Language REST dialect.
 `timeout_ms` is an idle deadline: the time to the first byte and between chunks.
@@ -30,9 +35,12 @@ from falai_django.providers.adapter import (
     BACKOFF_CAP_MS,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_MS,
+    DESCRIBE_IMAGE_PROMPT,
     SCHEMA_IN_PROMPT,
+    TRANSCRIBE_PROMPT,
     ReplyFold,
     StreamingAdapter,
+    bare_mime,
     history_call,
     history_calls,
     tool_call_id,
@@ -390,6 +398,35 @@ class GeminiProvider(StreamingAdapter):
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+    # -- media understanding ---------------------------------------------------------------
+
+    def _media_request(self, data: bytes, mime_type: str, instruction: str) -> _Request:
+        """One user content: the media inline (Gemini reads audio and images natively, so no second
+        service is needed) followed by the instruction, which Google advises placing after the media."""
+        request = _Request(GenerateInput(prompt=instruction))
+        request.contents = [{"role": "user", "parts": [
+            {"inline_data": {"mime_type": bare_mime(mime_type), "data": bytes(data)}},
+            {"text": instruction},
+        ]}]
+        request.sdk_contents = [self._types.Content.model_validate(c) for c in request.contents]
+        return request
+
+    def transcribe(self, data: bytes, mime_type: str) -> str:
+        """The words of a voice note, in its own language, so the agent reads what the customer said."""
+        return self._complete(self._media_request(data, mime_type, TRANSCRIBE_PROMPT))
+
+    async def atranscribe(self, data: bytes, mime_type: str) -> str:
+        """See transcribe()."""
+        return await self._acomplete(self._media_request(data, mime_type, TRANSCRIBE_PROMPT))
+
+    def describe_image(self, data: bytes, mime_type: str) -> str:
+        """A one- or two-sentence description of a picture, which the agent reads in its place."""
+        return self._complete(self._media_request(data, mime_type, DESCRIBE_IMAGE_PROMPT))
+
+    async def adescribe_image(self, data: bytes, mime_type: str) -> str:
+        """See describe_image()."""
+        return await self._acomplete(self._media_request(data, mime_type, DESCRIBE_IMAGE_PROMPT))
 
     def close(self) -> None:
         """Releases the SDK's HTTP connections."""

@@ -24,6 +24,11 @@ What it can do:
     agent = f.agent(name="Ana", provider=OfflineProvider(language="pt"), flows=[...])
 
 `chunk_delay_s` slows `generate_message_stream` down so a demo shows text streaming in.
+
+Media understanding is marked, not performed: `transcribe(data, mime_type)` answers
+``[transcription: <mime_type>, <n> bytes]`` and `describe_image(data, mime_type)` answers
+``[image description: <mime_type>, <n> bytes]`` (async twins `atranscribe`, `adescribe_image`),
+so a demo or a test sees that a voice note or a picture reached the agent, and which.
 """
 
 from __future__ import annotations
@@ -355,6 +360,23 @@ class OfflineProvider(BaseProvider):
             yield StreamChunk(delta=piece, accumulated=accumulated)
         yield StreamChunk(delta="", accumulated=accumulated, done=True, metadata={"model": self.model},
                           structured=structured)
+
+    # -- media understanding: deterministic markers, since there is no model to hear or see --
+    def transcribe(self, data: bytes, mime_type: str) -> str:
+        """A marker naming the audio's type and size, in place of its words."""
+        return f"[transcription: {mime_type}, {len(data)} bytes]"
+
+    async def atranscribe(self, data: bytes, mime_type: str) -> str:
+        """See transcribe()."""
+        return self.transcribe(data, mime_type)
+
+    def describe_image(self, data: bytes, mime_type: str) -> str:
+        """A marker naming the image's type and size, in place of a description."""
+        return f"[image description: {mime_type}, {len(data)} bytes]"
+
+    async def adescribe_image(self, data: bytes, mime_type: str) -> str:
+        """See describe_image()."""
+        return self.describe_image(data, mime_type)
 
     def reply(self, input: GenerateInput) -> tuple[dict[str, Any] | None, str]:
         """(structured envelope or None, message text) for one request."""

@@ -14,13 +14,22 @@
 Every call streams, through the shared pipeline in `adapter` (retries, backup models,
 classification, the lenient envelope reader). The SDK's own retries are off (`max_retries=0`)
 so that policy is the only one, and its timeout is the idle deadline (`timeout_ms`, per read).
+
+Media understanding: `describe_image(data, mime_type)` sends the picture as a data URL beside
+an instruction, in the provider's dialect (chat `image_url` or Responses `input_image`), on the
+same streamed path; `transcribe(data, mime_type)` posts the audio to the transcription endpoint
+(`POST {base_url}/audio/transcriptions`, model `transcription_model`), a call that does not
+stream, under the same retry policy. Both have async twins (`adescribe_image`, `atranscribe`).
+`DeepSeekProvider` has neither: DeepSeek's API reads text only, so it lacks those attributes
+(callers test `hasattr(provider, "transcribe")`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from falai_django.llm.types import GenerateInput, ProviderCapabilities
 from falai_django.providers.adapter import (
@@ -28,10 +37,12 @@ from falai_django.providers.adapter import (
     BACKOFF_CAP_MS,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_MS,
+    DESCRIBE_IMAGE_PROMPT,
     SCHEMA_IN_PROMPT,
     ReplyFold,
     StreamingAdapter,
     afold_events,
+    bare_mime,
     fold_events,
     history_call,
     history_calls,
@@ -50,6 +61,39 @@ STRUCTURED_OUTPUT_MODES = ("responses_parse", "json_schema", "json_object")
 _CHAT_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
                 "content_filter": "content_filter"}
 _RESPONSES_EFFORT = {"none": "minimal", "low": "low", "medium": "medium", "high": "high", "max": "high"}
+DEFAULT_TRANSCRIPTION_MODEL = "gpt-4o-mini-transcribe"
+# The transcription endpoint tells formats apart by the file name's extension.
+_AUDIO_EXTENSIONS = {"audio/mpeg": "mp3", "audio/mp3": "mp3", "audio/mpga": "mpga", "audio/mp4": "m4a",
+                     "audio/m4a": "m4a", "audio/x-m4a": "m4a", "audio/aac": "aac", "audio/wav": "wav",
+                     "audio/x-wav": "wav", "audio/wave": "wav", "audio/webm": "webm", "audio/ogg": "ogg",
+                     "audio/opus": "ogg", "audio/flac": "flac", "audio/x-flac": "flac", "audio/amr": "amr"}
+
+
+def audio_filename(mime_type: str) -> str:
+    """The file name the transcription endpoint is sent (`audio/ogg` -> `audio.ogg`): it reads the
+    format from the extension, not from the part's content type."""
+    mime = bare_mime(mime_type)
+    extension = _AUDIO_EXTENSIONS.get(mime) or mime.rpartition("/")[2].removeprefix("x-") or "bin"
+    return f"audio.{extension}"
+
+
+def data_url(data: bytes, mime_type: str) -> str:
+    """`data:<mime>;base64,<b64>`: how both OpenAI dialects take an image inline."""
+    return f"data:{bare_mime(mime_type)};base64,{base64.b64encode(bytes(data)).decode('ascii')}"
+
+
+class _Absent:
+    """A class attribute that reads as missing (`hasattr` is False): a preset whose API lacks a
+    feature its parent has, since callers test for the method before calling it."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> NoReturn:
+        raise AttributeError(f"{getattr(owner, '__name__', 'provider')} has no {self.name}: {self.why}")
 
 
 def is_strict_schema(schema: Any) -> bool:
@@ -249,8 +293,9 @@ class OpenAICompatibleProvider(StreamingAdapter):
     (OpenAI's strict schema mode; by default on exactly when the schema allows it),
     `backup_models`, `config` (`temperature`, `top_p`, `max_tokens`, `stop_sequences`,
     `effort`), `timeout_ms`, `retries`, `retry_config`, `default_headers`, `extra_body` (merged
-    into every request body), `capabilities`, `backoff_base_ms` / `backoff_cap_ms`, and for
-    tests `sleep` (a callable taking milliseconds).
+    into every request body), `capabilities`, `transcription_model` (what `transcribe` asks the
+    transcription endpoint for; default `gpt-4o-mini-transcribe`), `backoff_base_ms` /
+    `backoff_cap_ms`, and for tests `sleep` (a callable taking milliseconds).
     """
 
     name = "openai-compatible"
@@ -283,6 +328,7 @@ class OpenAICompatibleProvider(StreamingAdapter):
         backoff_base_ms: float = BACKOFF_BASE_MS,
         backoff_cap_ms: float = BACKOFF_CAP_MS,
         sleep: Callable[[float], None] | None = None,
+        transcription_model: str = DEFAULT_TRANSCRIPTION_MODEL,
     ) -> None:
         label = self._label
         key = require_text(api_key, f"[{label}] apiKey",
@@ -310,6 +356,7 @@ class OpenAICompatibleProvider(StreamingAdapter):
         self.config = dict(config or {})
         self.extra_body = dict(extra_body or {})
         self.base_url = base_url
+        self.transcription_model = str(transcription_model or DEFAULT_TRANSCRIPTION_MODEL)
 
         import openai
 
@@ -416,12 +463,61 @@ class OpenAICompatibleProvider(StreamingAdapter):
         if isinstance(fold, _ChatFold):
             fold.close_calls()
 
+    # -- media understanding ---------------------------------------------------------------
+
+    def _image_request(self, data: bytes, mime_type: str) -> _Request:
+        """The instruction and the picture as one user message, in both dialects (the attempt
+        picks the one this provider speaks); JSON off, so the reply's text is the description."""
+        request = _Request(GenerateInput(prompt=DESCRIBE_IMAGE_PROMPT), schema_in_prompt=False)
+        url = data_url(data, mime_type)
+        request.messages = [{"role": "user", "content": [
+            {"type": "text", "text": DESCRIBE_IMAGE_PROMPT},
+            {"type": "image_url", "image_url": {"url": url}},
+        ]}]
+        request.items = [{"role": "user", "content": [
+            {"type": "input_text", "text": DESCRIBE_IMAGE_PROMPT},
+            {"type": "input_image", "image_url": url},
+        ]}]
+        return request
+
+    def describe_image(self, data: bytes, mime_type: str) -> str:
+        """A one- or two-sentence description of a picture, which the agent reads in its place."""
+        return self._complete(self._image_request(data, mime_type))
+
+    async def adescribe_image(self, data: bytes, mime_type: str) -> str:
+        """See describe_image()."""
+        return await self._acomplete(self._image_request(data, mime_type))
+
+    def transcribe(self, data: bytes, mime_type: str) -> str:
+        """The words of a voice note, from the transcription endpoint (chat models do not take
+        audio everywhere; the endpoint does, and answers in the audio's own language)."""
+        upload = (audio_filename(mime_type), bytes(data), bare_mime(mime_type))
+        result = self._retrying(lambda model: self._client.audio.transcriptions.create(model=model, file=upload),
+                                [self.transcription_model])
+        return _transcript(result)
+
+    async def atranscribe(self, data: bytes, mime_type: str) -> str:
+        """See transcribe()."""
+        upload = (audio_filename(mime_type), bytes(data), bare_mime(mime_type))
+
+        async def call(model: str) -> Any:
+            return await self._aclient.audio.transcriptions.create(model=model, file=upload)
+
+        return _transcript(await self._aretrying(call, [self.transcription_model]))
+
     def close(self) -> None:
         """Releases the sync client's HTTP connections (`aclose()` for the async one)."""
         self._client.close()
 
     async def aclose(self) -> None:
         await self._aclient.close()
+
+
+def _transcript(result: Any) -> str:
+    """The text of a transcription answer (the SDK's object, or a bare string from a server that
+    answers in `text` format); empty when the audio held no speech."""
+    text = result if isinstance(result, str) else read(result, "text")
+    return str(text or "").strip()
 
 
 def _function(tool: Any) -> dict[str, Any]:
@@ -482,7 +578,8 @@ class OpenRouterProvider(OpenAICompatibleProvider):
 
 class DeepSeekProvider(OpenAICompatibleProvider):
     """DeepSeek (chat completions): `json_object` with the schema in the prompt, which its API
-    supports everywhere; `reasoning_content` is kept as reasoning, cache hits are counted."""
+    supports everywhere; `reasoning_content` is kept as reasoning, cache hits are counted. It has
+    no `transcribe` / `describe_image` (nor their async twins): its API reads text only."""
 
     name = "deepseek"
     capabilities = ProviderCapabilities(
@@ -493,6 +590,10 @@ class DeepSeekProvider(OpenAICompatibleProvider):
     _key_variable = "DEEPSEEK_API_KEY"
     _example_model = "deepseek-chat"
     DEFAULT_BASE_URL = "https://api.deepseek.com"
+    transcribe = _Absent("DeepSeek's API has no transcription endpoint")
+    atranscribe = _Absent("DeepSeek's API has no transcription endpoint")
+    describe_image = _Absent("DeepSeek's chat models read text only")
+    adescribe_image = _Absent("DeepSeek's chat models read text only")
 
     def __init__(self, api_key: str | None = None, model: str | None = None, base_url: str | None = None, *,
                  structured_output: str = "json_object", **options: Any) -> None:

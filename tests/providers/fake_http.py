@@ -8,14 +8,31 @@ format: how a request is recorded, and how a successful reply is written.
 
 from __future__ import annotations
 
+import email.policy
 import json
 import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+
+
+def _form_fields(content_type: str, raw: bytes) -> dict[str, Any]:
+    message = BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + raw)
+    fields: dict[str, Any] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True) or b""
+        filename = part.get_filename()
+        if filename is None:
+            fields[name] = data.decode()
+        else:
+            fields[name] = {"filename": filename, "content_type": part.get_content_type(), "data": data}
+    return fields
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -87,8 +104,13 @@ class ScriptedServer:
 
     @staticmethod
     def _read_body(handler: BaseHTTPRequestHandler) -> dict[str, Any]:
+        """A JSON body parsed; a multipart/form-data one (OpenAI's audio upload) as its fields, each
+        file field as `{"filename", "content_type", "data": bytes}`."""
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
+        content_type = handler.headers.get("Content-Type") or ""
+        if content_type.startswith("multipart/form-data"):
+            return _form_fields(content_type, raw)
         return json.loads(raw) if raw else {}
 
     @staticmethod

@@ -8,6 +8,9 @@ They speak the wire formats the official SDKs read:
 - OpenAI chat completions (`POST /v1/chat/completions`): `data: {chunk}` events then
   `data: [DONE]`, usage in a last chunk with no choices;
 - Anthropic Messages (`POST /v1/messages`): `event: message_start` ... `message_stop`.
+- OpenAI audio transcriptions (`POST /v1/audio/transcriptions`, multipart/form-data, recorded
+  as its fields with the file as `{"filename", "content_type", "data"}`): a 200 JSON body
+  (`transcription(text)`).
 
 Each request takes the next scripted `Reply` (FIFO; when the script is dry, the optional
 `responder(recorded)` answers, else a 500) and is recorded (`server.requests`: path,
@@ -37,6 +40,7 @@ class Reply:
     chunk_delay_s: float = 0.0  # between events
     drop_after: int | None = None  # close the socket after this many events (0: before any byte)
     mark: int = 0  # the event whose write time goes to `first_chunk_at` (the bench marks the first text)
+    json: Any = None  # a 200 answered with this JSON body instead of a stream
 
 
 @dataclass
@@ -65,10 +69,18 @@ class FakeVendor(ScriptedServer):
             payload = reply.body.encode() if isinstance(reply.body, str) else json.dumps(reply.body or {}).encode()
             self._send_body(handler, reply.status, payload, "application/json", reply.headers)
             return
+        if reply.json is not None:
+            self._send_body(handler, 200, json.dumps(reply.json).encode(), "application/json", reply.headers)
+            return
         events = [((f"event: {name}\n" if name else "")
                    + f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n").encode()
                   for name, data in reply.events]
         self._send_stream(handler, reply, events, mark=reply.mark)
+
+
+def transcription(text: str) -> Reply:
+    """The transcription endpoint's answer (`response_format` json, its default)."""
+    return Reply(json={"text": text, "usage": {"type": "duration", "seconds": 3}})
 
 
 def _split(text: str, pieces: int) -> list[str]:
