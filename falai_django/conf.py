@@ -86,6 +86,12 @@ DEFAULTS: dict[str, Any] = {
     "HUMAN_REPLY_EVENT": None,
     # The built-in WhatsApp Cloud API channel (README "Going live on WhatsApp"); None = off.
     "WHATSAPP": None,
+    # Media a customer sends (README "Going live on WhatsApp"): voice notes are transcribed and,
+    # with DESCRIBE_IMAGES, images described, on the worker that runs the turn. PROVIDER: a
+    # dotted path to an object with `transcribe` / `describe_image` (or a factory returning one);
+    # None = the running agent's own provider. Media over MAX_BYTES is not downloaded; TIMEOUT
+    # (seconds) bounds each lookup and download.
+    "MEDIA": {"PROVIDER": None, "DESCRIBE_IMAGES": False, "MAX_BYTES": 16 * 1024 * 1024, "TIMEOUT": 30},
 
     # Operating it (README "Operating it"): `GET <app>/metrics` also answers `Authorization:
     # Bearer <METRICS_TOKEN>` ("" = only the API's own authentication). Each process adds its
@@ -123,10 +129,11 @@ def falai_settings() -> dict[str, Any]:
 
 def reload(**kwargs: Any) -> None:
     """Forget the merged settings (connected to `setting_changed` in `apps.py`)."""
-    global _merged, _store
+    global _merged, _store, _media_provider
     if kwargs.get("setting", "FALAI") == "FALAI":
         _merged = None
         _store = None
+        _media_provider = None
 
 
 def get(name: str) -> Any:
@@ -215,6 +222,35 @@ def agent_now(agent: Any = None) -> Any:
         return timezone.now()
 
 
+def media_settings() -> dict[str, Any]:
+    """`FALAI["MEDIA"]` over its defaults (a project may set only some of the keys)."""
+    configured = get("MEDIA")
+    return {**DEFAULTS["MEDIA"], **(configured if isinstance(configured, dict) else {})}
+
+
+_media_provider: tuple[Any, Any] | None = None  # (the setting's value, the object it gave)
+
+
+def get_media_provider(agent: Any = None) -> Any:
+    """What transcribes and describes media: `FALAI["MEDIA"]["PROVIDER"]` (an object with the
+    methods, or a class / factory called once per process and settings change), else the
+    running agent's own `provider`."""
+    global _media_provider
+    path = media_settings()["PROVIDER"]
+    if path is None:
+        return getattr(agent if agent is not None else get_agent(), "provider", None)
+    if _media_provider is None or _media_provider[0] != path:
+        value = resolve(path)
+        if isinstance(value, type) or (callable(value) and not _has_media_methods(value)):
+            value = value()
+        _media_provider = (path, value)
+    return _media_provider[1]
+
+
+def _has_media_methods(value: Any) -> bool:
+    return any(hasattr(value, name) for name in ("transcribe", "describe_image"))
+
+
 def send_by_notify(vendor: str) -> bool:
     """Whether a turn's sends are handed over by PostgreSQL NOTIFY (see SEND_HANDOFF)."""
     mode = get("SEND_HANDOFF")
@@ -232,6 +268,10 @@ WHATSAPP_DEFAULTS: dict[str, Any] = {
     "WINDOW": "skip",
     "TIMEOUT_S": 10.0,  # per Graph API request
     "LANGUAGE": "en_US",  # the template action's default language code
+    # Media a `say` step sends: slug -> a Cloud API media object, e.g.
+    # {"tabela": {"type": "document", "link": "https://.../tabela.pdf", "filename": "tabela.pdf"}}
+    # or {"logo": {"type": "image", "id": "<uploaded media id>"}}.
+    "MEDIA": {},
 }
 
 

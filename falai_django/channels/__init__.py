@@ -37,6 +37,34 @@ def silenced_by_channel(kind: str, session: Any, agent: Any = None, turn: dict[s
                            event=(turn or {}).get("event") if kind == "event" else None)
 
 
+def prepare_input(record: Any, agent: Any = None) -> None:
+    """What a channel does on the worker before a stored input's turn reads it: WhatsApp
+    transcribes a voice note and describes an image (`whatsapp.media`). The input is changed in
+    place and saved, once; anything that fails leaves it as the webhook stored it."""
+    stored = getattr(record, "input", None)
+    context = stored.get("context") if isinstance(stored, dict) else None
+    whatsapp = context.get("whatsapp") if isinstance(context, dict) else None
+    if not isinstance(whatsapp, dict) or "message" not in stored.get("turn", {}):
+        return
+    from falai_django.channels.whatsapp.media import needs_work, understand
+
+    if not needs_work(whatsapp.get("media"), str(whatsapp.get("type") or "")):
+        return
+    if understand(stored, record.conversation_id, agent) and record.pk is not None:
+        type(record).objects.filter(pk=record.pk).update(input=stored)
+
+
+def line_media(stored: Any) -> dict[str, Any] | None:
+    """What a customer's transcript line keeps of the channel's media (the id, the type, the
+    transcription or description): `context["whatsapp"]["media"]`, else None."""
+    context = stored.get("context") if isinstance(stored, dict) else None
+    whatsapp = context.get("whatsapp") if isinstance(context, dict) else None
+    media = whatsapp.get("media") if isinstance(whatsapp, dict) else None
+    if not isinstance(media, dict) or not media:
+        return None
+    return {"type": whatsapp.get("type"), **media}
+
+
 # The keys a channel puts in a stored input's context (its own details, not the project's).
 CHANNEL_CONTEXT_KEYS = frozenset({"whatsapp"})
 

@@ -69,7 +69,20 @@ def check_spec(flow_id: str, spec: Any, code_agent: Any, other_flow_ids: Iterabl
         "fields": code_agent.fields, "actions": code_agent.actions, "events": code_agent.events,
         "conditions": code_agent.conditions, "tools": code_agent.tools, "flows": [{"id": i} for i in sorted(ids)],
     }
-    return list(validate_flow(flow, registries).warnings)
+    return [*validate_flow(flow, registries).warnings, *_unmapped_media(flow)]
+
+
+def _unmapped_media(flow: Any) -> list[str]:
+    """A `say` step naming a media slug the WhatsApp channel does not map: its message would fail."""
+    from django.conf import settings  # not falai_django.conf: it imports this module
+
+    whatsapp = (getattr(settings, "FALAI", None) or {}).get("WHATSAPP")
+    if not isinstance(whatsapp, dict):
+        return []
+    from falai_django.channels.whatsapp.media_out import unmapped_media
+
+    return [f'step "{step}": the media slug "{slug}" is not in FALAI["WHATSAPP"]["MEDIA"]; its message will '
+            "fail to send until it is added" for _, step, slug in unmapped_media([flow], whatsapp.get("MEDIA") or {})]
 
 
 def merged_agent(code_agent: Any, stored: Iterable[StoredFlow]) -> Any:

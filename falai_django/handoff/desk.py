@@ -224,6 +224,7 @@ def transcript(session_id: str, limit: int = TRANSCRIPT_LIMIT) -> tuple[list[dic
             "previous": [str(edit.get("text", "")) for edit in (row.media or {}).get("previous", [])]
             if row.edited_at else [],
             "deleted": bool(row.deleted_at),
+            "media_label": media_label(row),
             "sort": (row.pk, 0, 0),
         })
     for entry in entries.select_related("author"):
@@ -235,6 +236,30 @@ def transcript(session_id: str, limit: int = TRANSCRIPT_LIMIT) -> tuple[list[dic
         })
     items.sort(key=lambda item: item["sort"])
     return items, total
+
+
+def media_label(row: History) -> str:
+    """What a line carried besides its text: a customer's voice note transcribed (or not), an
+    image described, a document; the media slug a `say` step sent. "" for a plain line."""
+    from django.utils.translation import gettext
+
+    media = row.media if isinstance(row.media, dict) else {}
+    if row.role == History.Role.ASSISTANT:
+        return gettext("with media: %(slug)s") % {"slug": media["slug"]} if media.get("slug") else ""
+    kind = media.get("type")
+    if row.role != History.Role.USER or not media.get("id") or not isinstance(kind, str):
+        return ""
+    outcome = media.get("outcome")
+    if kind == "audio":
+        voice = bool(media.get("voice"))
+        if outcome == "transcribed":
+            return gettext("transcribed voice note") if voice else gettext("transcribed audio")
+        return gettext("voice note, not transcribed") if voice else gettext("audio, not transcribed")
+    if kind == "image" and outcome == "described":
+        return gettext("image, described")
+    labels = {"image": gettext("image"), "video": gettext("video"), "document": gettext("document"),
+              "sticker": gettext("sticker")}
+    return labels.get(kind, "")
 
 
 def signature(items: list[dict[str, Any]], extra: Any = "") -> str:

@@ -428,6 +428,10 @@ def _turn_loop(record: TurnRecord, *, agent: Any, context: Any, streaming: bool,
     agent = agent or conf.get_agent()
     store = conf.get_store()
     session_id = record.conversation_id
+    if record.pk is not None and record.kind == TurnRecord.Kind.MESSAGE:
+        # A stored input, on a worker: a channel's slow work (a voice note transcribed) happens
+        # here, in the conversation's order, never in the request that received it.
+        channels.prepare_input(record, agent)
     stored = record.input
     if context is UNSET and "context" in stored:
         context = stored["context"]

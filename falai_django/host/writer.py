@@ -22,7 +22,7 @@ from typing import Any
 
 from django.db import transaction
 
-from falai_django import conf
+from falai_django import channels, conf
 from falai_django.engine.jstime import try_parse_iso
 from falai_django.host import jobs, outbox
 from falai_django.host.inbox import finish, run_log
@@ -54,6 +54,7 @@ def _inbound_rows(write: TurnWrite, turn_id: int | None) -> list[dict[str, Any]]
         "conversation_id": write.session_id,
         "role": History.Role.USER.value,
         "content": turn["message"],
+        "media": channels.line_media(record.input),  # a voice note's id and transcription, ...
         "message_key": turn.get("id"),
         "at": try_parse_iso(turn.get("at") or "") or write.now,
         "turn_id": turn_id,

@@ -62,6 +62,8 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
                                     "channel and message type.", ("channel", "type")),
     "falai_delivery_statuses_total": ("Delivery statuses a channel reported, by channel and result (applied, kept, "
                                       "applied_late, expired, stale, unknown).", ("channel", "result")),
+    "falai_media_total": ("Customers' media a channel transcribed or described before the turn, by channel, "
+                          "type and outcome (transcribed, described, failed).", ("channel", "type", "outcome")),
 }
 
 # name: (help, label names, bucket bounds)
@@ -256,6 +258,10 @@ def inbound_skipped(channel: str, kind: str) -> None:
 
 def status_reported(channel: str, result: str) -> None:
     inc("falai_delivery_statuses_total", channel=channel, result=result)
+
+
+def media_understood(channel: str, kind: str, outcome: str) -> None:
+    inc("falai_media_total", channel=channel, type=kind, outcome=outcome)
 
 
 def configured_channel() -> str | None:

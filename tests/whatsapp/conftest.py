@@ -11,7 +11,7 @@ from . import agents, fake_graph
 from .payloads import APP_SECRET, PHONE_NUMBER_ID
 
 VERIFY_TOKEN = "verify-me"
-TOKEN = "EAAG-test-token"
+TOKEN = fake_graph.TOKEN
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +25,8 @@ def graph_server():
 def graph(graph_server):
     graph_server.requests.clear()
     graph_server.script.clear()
+    graph_server.media.clear()
+    graph_server.gets.clear()
     return graph_server
 
 

@@ -1,5 +1,7 @@
-"""A local fake of the Graph API's `POST /{phone-number-id}/messages`: a real HTTP server on
-127.0.0.1 (an ephemeral port) that records every request and answers what the test scripts."""
+"""A local fake of the Graph API: `POST /{phone-number-id}/messages`, and the media endpoints
+(`GET /{media-id}`, the lookup answering `url`, `mime_type`, `file_size`, and `GET` of that
+url, the download). A real HTTP server on 127.0.0.1 (an ephemeral port) that records every
+request and answers what the test scripts."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+TOKEN = "EAAG-test-token"  # the access token the tests configure (conftest.TOKEN)
 
 # Meta's documented error answers (status, body), by name.
 ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
@@ -40,11 +44,32 @@ class Recorded:
 
 
 @dataclass
+class Media:
+    data: bytes
+    mime_type: str
+    file_size: int | None = None  # what the lookup says (None: the real size)
+    lookup_status: int = 200  # e.g. 404 for a media id Meta no longer has
+    download_status: int = 200
+
+
+@dataclass
 class FakeGraph:
     server: ThreadingHTTPServer
     requests: list[Recorded] = field(default_factory=list)
     script: deque = field(default_factory=deque)  # (status, body, headers) answers, then successes
     lock: threading.Lock = field(default_factory=threading.Lock)
+    media: dict[str, Media] = field(default_factory=dict)  # media id -> what the endpoints serve
+    gets: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (path, headers) of each GET
+
+    def add_media(self, media_id: str, data: bytes, mime_type: str, **options: Any) -> None:
+        self.media[media_id] = Media(data, mime_type, **options)
+
+    def lookups(self) -> list[str]:
+        """The media ids looked up, in order."""
+        return [path.rsplit("/", 1)[-1] for path, _ in self.gets if "/download/" not in path]
+
+    def downloads(self) -> list[str]:
+        return [path.rsplit("/", 1)[-1] for path, _ in self.gets if "/download/" in path]
 
     @property
     def url(self) -> str:
@@ -84,6 +109,39 @@ def start() -> FakeGraph:
             self.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            with fake.lock:
+                fake.gets.append((self.path, dict(self.headers)))
+            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                return self._json(401, {"error": {"message": "Invalid OAuth access token", "code": 190}})
+            media_id = self.path.rsplit("/", 1)[-1]
+            media = fake.media.get(media_id)
+            if self.path.startswith("/download/"):
+                if media is None or media.download_status != 200:
+                    return self._json(media.download_status if media else 404, {"error": "not found"})
+                self.send_response(200)
+                self.send_header("Content-Type", media.mime_type)
+                self.send_header("Content-Length", str(len(media.data)))
+                self.end_headers()
+                self.wfile.write(media.data)
+                return None
+            if media is None or media.lookup_status != 200:
+                return self._json(media.lookup_status if media else 400, {"error": {
+                    "message": "(#100) Invalid parameter", "type": "OAuthException", "code": 100}})
+            host, port = fake.server.server_address[:2]
+            return self._json(200, {"messaging_product": "whatsapp", "id": media_id,
+                                    "url": f"http://{host}:{port}/download/{media_id}",
+                                    "mime_type": media.mime_type, "sha256": "0" * 64,
+                                    "file_size": media.file_size if media.file_size is not None else len(media.data)})
+
+        def _json(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 

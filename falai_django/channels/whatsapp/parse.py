@@ -325,7 +325,8 @@ def _text_of(kind: Any, message: dict[str, Any], details: dict[str, Any]) -> str
         return str(button.get("text") or "")
     if kind in MEDIA_TYPES:
         media = _as_dict(message.get(kind))
-        details["media"] = {k: media[k] for k in ("id", "mime_type", "filename", "animated", "voice", "sha256")
+        details["media"] = {k: media[k] for k in ("id", "mime_type", "filename", "caption", "animated", "voice",
+                                                 "sha256")
                             if k in media}
         caption = media.get("caption")
         if caption:

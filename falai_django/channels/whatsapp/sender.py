@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 from typing import Any
 
-import httpx
-
 from falai_django import conf
+from falai_django.channels.whatsapp.http import client
+from falai_django.channels.whatsapp.media_out import CAPTIONED, MEDIA_FIELDS, UNCAPTIONED
 from falai_django.channels.whatsapp.parse import is_bsuid
 from falai_django.host import statuses
 from falai_django.sending import OutboundSend, PermanentSendError, RetryLater, SendError
@@ -43,47 +42,81 @@ PERMANENT_CODES = frozenset({
     133010,  # phone number not registered
 })
 
+# On a row whose media went out before its text (audio, sticker): that first part's wamid.
+SENT_PART = "sent_media_wamid"
+
 logger = logging.getLogger("falai_django.whatsapp")
 
-_client: httpx.Client | None = None
-_client_lock = threading.Lock()
-
-
-def client() -> httpx.Client:
-    """One pooled client per process (thread-safe; the dispatcher sends from a thread pool)."""
-    global _client
-    with _client_lock:
-        if _client is None:
-            _client = httpx.Client()
-        return _client
-
-
 def message_body(message: OutboundSend) -> dict[str, Any]:
-    """The Graph API body for one outbox row: a template (kind "template") or a text."""
+    """The Graph API body for one outbox row: a template (kind "template"), the media a `say` step
+    names (`media: {"slug": ...}`, mapped by `FALAI["WHATSAPP"]["MEDIA"]`, the text as its caption
+    where the type takes one), or a text."""
+    media = message.media or {}
+    template = media.get("template") if message.kind == "template" else None
+    if template:
+        return _body(message, "template", template)
+    if media.get("slug"):
+        kind, media_object = mapped_media(str(media["slug"]))
+        if kind in CAPTIONED and message.text:
+            media_object["caption"] = message.text
+        return _body(message, kind, media_object)
+    return text_body(message)
+
+
+def text_body(message: OutboundSend) -> dict[str, Any]:
+    return _body(message, "text", {"body": message.text, "preview_url": False})
+
+
+def _body(message: OutboundSend, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     body: dict[str, Any] = {"messaging_product": "whatsapp", "recipient_type": "individual"}
     # A customer known only by a business-scoped user id (a username; Meta withholds the number)
     # is addressed by `recipient`; a phone number goes in `to`.
     body["recipient" if is_bsuid(message.session_id) else "to"] = message.session_id
+    # Every part of one row carries its idempotency key: Meta echoes it on each status, which
+    # finds the row even for a part whose wamid is not the one stored.
     body["biz_opaque_callback_data"] = message.idempotency_key
-    template = (message.media or {}).get("template") if message.kind == "template" else None
-    if template:
-        body["type"] = "template"
-        body["template"] = template
-    else:
-        body["type"] = "text"
-        body["text"] = {"body": message.text, "preview_url": False}
+    body["type"] = kind
+    body[kind] = payload
     return body
 
 
+def mapped_media(slug: str) -> tuple[str, dict[str, Any]]:
+    """(type, the Cloud API media object) of a slug in `FALAI["WHATSAPP"]["MEDIA"]`. A slug it
+    lacks (a stored flow saved since the system check ran) fails the row for good, named."""
+    settings = conf.whatsapp_settings() or {}
+    entry = (settings.get("MEDIA") or {}).get(slug)
+    if not isinstance(entry, dict) or entry.get("type") not in MEDIA_FIELDS:
+        raise PermanentSendError(f'the media "{slug}" is not in FALAI["WHATSAPP"]["MEDIA"] (or has no valid type)')
+    kind = str(entry["type"])
+    return kind, {key: entry[key] for key in MEDIA_FIELDS[kind] if entry.get(key)}
+
+
 def send(message: OutboundSend) -> str:
-    """Send one message; returns its wamid (stored on the row as the channel message id)."""
+    """Send one message; returns its wamid (stored on the row as the channel message id).
+
+    Audio and stickers take no caption: the row's text follows as a text message of its own.
+    The first part's wamid is written on the row before the text goes, so a retry after the
+    text failed sends the text alone, not the voice note again."""
     settings = conf.whatsapp_settings()
     if settings is None:
         raise SendError('FALAI["WHATSAPP"] is not configured')
+    body = message_body(message)
+    media = message.media or {}
+    if body["type"] in UNCAPTIONED and message.text.strip():
+        if not media.get(SENT_PART):
+            _remember_part(message, _post(settings, message, body))
+        wamid = _post(settings, message, text_body(message), part=":text")
+    else:
+        wamid = _post(settings, message, body)
+    _statuses_that_came_first(wamid, message)
+    return wamid
+
+
+def _post(settings: dict[str, Any], message: OutboundSend, body: dict[str, Any], part: str = "") -> str:
     url = f"{str(settings['GRAPH_URL']).rstrip('/')}/{settings['PHONE_NUMBER_ID']}/messages"
-    headers = {"Authorization": f"Bearer {settings['ACCESS_TOKEN']}", "Idempotency-Key": message.idempotency_key}
-    response = client().post(url, json=message_body(message), headers=headers,
-                             timeout=float(settings.get("TIMEOUT_S") or 10.0))
+    headers = {"Authorization": f"Bearer {settings['ACCESS_TOKEN']}",
+               "Idempotency-Key": message.idempotency_key + part}
+    response = client().post(url, json=body, headers=headers, timeout=float(settings.get("TIMEOUT_S") or 10.0))
     try:
         data = response.json()
     except ValueError:
@@ -92,10 +125,14 @@ def send(message: OutboundSend) -> str:
         messages = data.get("messages") if isinstance(data, dict) else None
         if not messages or not isinstance(messages[0], dict) or not messages[0].get("id"):
             raise SendError(f"the Graph API answered {response.status_code} without messages[0].id")
-        wamid = str(messages[0]["id"])
-        _statuses_that_came_first(wamid, message)
-        return wamid
+        return str(messages[0]["id"])
     raise graph_error(response.status_code, data, response.headers.get("Retry-After"))
+
+
+def _remember_part(message: OutboundSend, wamid: str) -> None:
+    from falai_django.models import History
+
+    History.objects.filter(pk=message.item_id).update(media={**(message.media or {}), SENT_PART: wamid})
 
 
 send.channel = "whatsapp"  # type: ignore[attr-defined]  # the `channel` label of its sends
