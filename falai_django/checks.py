@@ -279,3 +279,41 @@ def check_flows_settings(app_configs=None, **kwargs) -> list:
             hint="How often, at most, each process looks for a new version of the stored flows (e.g. 2.0).",
             id="falai_django.E162"))
     return problems
+
+
+@register(Tags.compatibility)
+def check_media_settings(app_configs=None, **kwargs) -> list:
+    """`FALAI["MEDIA"]` (issue 48): a dict of known keys; PROVIDER importable; the limits positive."""
+    configured = getattr(settings, "FALAI", None)
+    if not isinstance(configured, dict) or "MEDIA" not in configured:
+        return []
+    media = configured["MEDIA"]
+    if not isinstance(media, dict):
+        return [Error('FALAI["MEDIA"] must be a dict.', hint=f"Known keys: {', '.join(DEFAULTS['MEDIA'])}.",
+                      id="falai_django.E170")]
+    problems: list = []
+    unknown = sorted(set(media) - set(DEFAULTS["MEDIA"]))
+    if unknown:
+        problems.append(Warning(f'FALAI["MEDIA"] has unknown keys: {", ".join(map(str, unknown))}.',
+                                hint=f"Known keys: {', '.join(DEFAULTS['MEDIA'])}.", id="falai_django.W170"))
+    provider = media.get("PROVIDER")
+    if isinstance(provider, str):
+        from django.utils.module_loading import import_string
+
+        try:
+            import_string(provider)
+        except Exception as exc:  # noqa: BLE001 - reported
+            problems.append(Error(f'FALAI["MEDIA"]["PROVIDER"] = {provider!r} cannot be imported: '
+                                  f"{type(exc).__name__}: {exc}.",
+                                  hint="Name an object with transcribe() / describe_image(), or a factory "
+                                       "returning one; None uses the agent's own provider.", id="falai_django.E171"))
+    if "DESCRIBE_IMAGES" in media and not isinstance(media["DESCRIBE_IMAGES"], bool):
+        problems.append(Error(f'FALAI["MEDIA"]["DESCRIBE_IMAGES"] = {media["DESCRIBE_IMAGES"]!r} is not True or '
+                              "False.", id="falai_django.E172"))
+    for key in ("MAX_BYTES", "TIMEOUT"):
+        value = media.get(key, DEFAULTS["MEDIA"][key])
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            problems.append(Error(f'FALAI["MEDIA"]["{key}"] = {value!r} must be a positive number.',
+                                  hint=f"Remove it to use the default ({DEFAULTS['MEDIA'][key]}).",
+                                  id="falai_django.E172"))
+    return problems

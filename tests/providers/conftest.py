@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from . import fake_vendors
 from .fake_gemini import FakeGemini
+from .vendor_kit import SECRET
 
 
 @pytest.fixture
@@ -35,5 +37,33 @@ def make_gemini(gemini_server, sleeps):
         return provider
 
     yield make
+    for provider in made:
+        provider.close()
+
+
+@pytest.fixture
+def server():
+    """A fake OpenAI / Anthropic server (fake_vendors.FakeVendor)."""
+    server = fake_vendors.FakeVendor()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def make_vendor(server, sleeps):
+    """build(cls, path="/v1", **options): a vendor provider against `server`, closed afterwards."""
+    made = []
+
+    def build(cls, path="/v1", **options):
+        options.setdefault("api_key", SECRET)
+        options.setdefault("model", "gpt-4.1-mini")
+        options.setdefault("base_url", server.url(path))
+        options.setdefault("sleep", sleeps.append)
+        options.setdefault("backoff_base_ms", 1)
+        provider = cls(**options)
+        made.append(provider)
+        return provider
+
+    yield build
     for provider in made:
         provider.close()

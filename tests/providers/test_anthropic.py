@@ -13,33 +13,12 @@ from falai_django.engine.errors import ProviderError
 from falai_django.llm.types import GenerateInput, GenerateParameters, ToolSpec
 
 from . import fake_vendors as fv
-from .vendor_kit import SECRET, SPEAK_SCHEMA, envelope, speak_input
+from .vendor_kit import SPEAK_SCHEMA, envelope, speak_input
 
 
 @pytest.fixture
-def server():
-    server = fv.FakeVendor()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def make(server, sleeps):
-    made = []
-
-    def build(**options):
-        options.setdefault("api_key", SECRET)
-        options.setdefault("model", "claude-sonnet-4-5")
-        options.setdefault("base_url", server.url(""))
-        options.setdefault("sleep", sleeps.append)
-        options.setdefault("backoff_base_ms", 1)
-        provider = AnthropicProvider(**options)
-        made.append(provider)
-        return provider
-
-    yield build
-    for provider in made:
-        provider.close()
+def make(make_vendor):
+    return lambda **options: make_vendor(AnthropicProvider, "", **{"model": "claude-sonnet-4-5", **options})
 
 
 def test_name_and_capabilities(make):

@@ -34,33 +34,6 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-@pytest.fixture
-def vendor():
-    server = fv.FakeVendor()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def make_vendor(vendor, sleeps):
-    """build(cls, path, **options): a vendor provider against the fake server, closed afterwards."""
-    made = []
-
-    def build(cls, path="/v1", **options):
-        options.setdefault("api_key", SECRET)
-        options.setdefault("model", "gpt-4.1-mini")
-        options.setdefault("base_url", vendor.url(path))
-        options.setdefault("sleep", sleeps.append)
-        options.setdefault("backoff_base_ms", 1)
-        provider = cls(**options)
-        made.append(provider)
-        return provider
-
-    yield build
-    for provider in made:
-        provider.close()
-
-
 # -- Gemini -------------------------------------------------------------------------------------
 
 
@@ -193,56 +166,56 @@ def test_audio_filename_follows_the_mime_type(mime, name):
     assert audio_filename(mime) == name
 
 
-def test_openai_transcribe_posts_the_audio_to_the_transcription_endpoint(vendor, make_vendor):
+def test_openai_transcribe_posts_the_audio_to_the_transcription_endpoint(server, make_vendor):
     provider = make_vendor(OpenAIProvider)
-    vendor.push(fv.transcription(" Quero falar com o financeiro. "))
+    server.push(fv.transcription(" Quero falar com o financeiro. "))
 
     assert provider.transcribe(AUDIO, "audio/ogg; codecs=opus") == "Quero falar com o financeiro."
-    (sent,) = vendor.requests
+    (sent,) = server.requests
     assert sent.path == "/v1/audio/transcriptions"
     assert sent.headers["authorization"] == f"Bearer {SECRET}"
     assert sent.body["model"] == "gpt-4o-mini-transcribe"  # not the chat model
     assert sent.body["file"] == {"filename": "audio.ogg", "content_type": "audio/ogg", "data": AUDIO}
 
 
-def test_openai_transcription_model_option_and_retry(vendor, make_vendor, sleeps):
+def test_openai_transcription_model_option_and_retry(server, make_vendor, sleeps):
     provider = make_vendor(OpenAICompatibleProvider, model="llama3.3", transcription_model="whisper-large-v3")
-    vendor.error(503, fv.openai_error("overloaded", "server_error"))
-    vendor.push(fv.transcription("oi"))
+    server.error(503, fv.openai_error("overloaded", "server_error"))
+    server.push(fv.transcription("oi"))
 
     assert provider.transcribe(AUDIO, "audio/mpeg") == "oi"
-    assert [r.body["model"] for r in vendor.requests] == ["whisper-large-v3", "whisper-large-v3"]
-    assert vendor.requests[1].body["file"]["filename"] == "audio.mp3" and len(sleeps) == 1
+    assert [r.body["model"] for r in server.requests] == ["whisper-large-v3", "whisper-large-v3"]
+    assert server.requests[1].body["file"]["filename"] == "audio.mp3" and len(sleeps) == 1
 
 
-def test_openai_transcribe_failure_is_classified_and_redacted(vendor, make_vendor):
+def test_openai_transcribe_failure_is_classified_and_redacted(server, make_vendor):
     provider = make_vendor(OpenAIProvider)
-    vendor.error(400, fv.openai_error(f"Invalid file format. (key {SECRET})", "invalid_request_error"))
+    server.error(400, fv.openai_error(f"Invalid file format. (key {SECRET})", "invalid_request_error"))
 
     with pytest.raises(ProviderError) as caught:
         provider.transcribe(AUDIO, "audio/amr")
     error = caught.value
     assert (error.provider, error.kind, error.status) == ("openai", "invalid", 400)
     assert SECRET not in str(error) and SECRET not in str(error.body) and error.__cause__ is None
-    assert len(vendor.requests) == 1
+    assert len(server.requests) == 1
 
 
-def test_openai_atranscribe(vendor, make_vendor, sleeps):
+def test_openai_atranscribe(server, make_vendor, sleeps):
     provider = make_vendor(OpenAIProvider)
-    vendor.error(429, fv.openai_error("slow down", "rate_limit_error"), headers={"retry-after-ms": "5"})
-    vendor.push(fv.transcription("tudo certo"))
+    server.error(429, fv.openai_error("slow down", "rate_limit_error"), headers={"retry-after-ms": "5"})
+    server.push(fv.transcription("tudo certo"))
 
     assert asyncio.run(provider.atranscribe(AUDIO, "audio/webm")) == "tudo certo"
     assert sleeps == [5.0]  # the server's hint, through the same backoff
-    assert vendor.requests[1].body["file"] == {"filename": "audio.webm", "content_type": "audio/webm", "data": AUDIO}
+    assert server.requests[1].body["file"] == {"filename": "audio.webm", "content_type": "audio/webm", "data": AUDIO}
 
 
-def test_openai_describe_image_on_the_responses_api(vendor, make_vendor):
+def test_openai_describe_image_on_the_responses_api(server, make_vendor):
     provider = make_vendor(OpenAIProvider)
-    vendor.stream(fv.responses_text("Um boleto bancário.", pieces=2))
+    server.stream(fv.responses_text("Um boleto bancário.", pieces=2))
 
     assert provider.describe_image(IMAGE, "image/png") == "Um boleto bancário."
-    (sent,) = vendor.requests
+    (sent,) = server.requests
     assert sent.path == "/v1/responses" and sent.body["model"] == "gpt-4.1-mini"
     assert sent.body["input"] == [{"role": "user", "content": [
         {"type": "input_text", "text": DESCRIBE_IMAGE_PROMPT},
@@ -251,12 +224,12 @@ def test_openai_describe_image_on_the_responses_api(vendor, make_vendor):
     assert "text" not in sent.body and "instructions" not in sent.body  # JSON off, no system text
 
 
-def test_compatible_describe_image_on_chat_completions(vendor, make_vendor):
+def test_compatible_describe_image_on_chat_completions(server, make_vendor):
     provider = make_vendor(OpenAICompatibleProvider, model="llava")
-    vendor.stream(fv.chat_text("Uma foto de um carro vermelho.", pieces=3, model="llava"))
+    server.stream(fv.chat_text("Uma foto de um carro vermelho.", pieces=3, model="llava"))
 
     assert asyncio.run(provider.adescribe_image(IMAGE, "image/jpeg")) == "Uma foto de um carro vermelho."
-    (sent,) = vendor.requests
+    (sent,) = server.requests
     assert sent.path == "/v1/chat/completions"
     assert sent.body["messages"] == [{"role": "user", "content": [
         {"type": "text", "text": DESCRIBE_IMAGE_PROMPT},
@@ -265,13 +238,13 @@ def test_compatible_describe_image_on_chat_completions(vendor, make_vendor):
     assert "response_format" not in sent.body
 
 
-def test_openai_describe_image_empty_reply_is_an_error_after_retries(vendor, make_vendor, sleeps):
+def test_openai_describe_image_empty_reply_is_an_error_after_retries(server, make_vendor, sleeps):
     provider = make_vendor(OpenAIProvider, retries=1)
-    vendor.stream(fv.responses_text(""))
-    vendor.stream(fv.responses_text(""))
+    server.stream(fv.responses_text(""))
+    server.stream(fv.responses_text(""))
     with pytest.raises(ProviderError) as caught:
         provider.describe_image(IMAGE, "image/png")
-    assert caught.value.kind == "overload" and len(vendor.requests) == 2 and len(sleeps) == 1
+    assert caught.value.kind == "overload" and len(server.requests) == 2 and len(sleeps) == 1
 
 
 def test_deepseek_has_no_media_methods(make_vendor):
@@ -286,14 +259,14 @@ def test_deepseek_has_no_media_methods(make_vendor):
 # -- Anthropic ----------------------------------------------------------------------------------
 
 
-def test_anthropic_describe_image_sends_a_base64_image_block(vendor, make_vendor):
+def test_anthropic_describe_image_sends_a_base64_image_block(server, make_vendor):
     provider = make_vendor(AnthropicProvider, path="", model="claude-sonnet-4-5")
-    vendor.stream(fv.anthropic_text("Uma nota fiscal.", pieces=2))
-    vendor.stream(fv.anthropic_text("Um print de tela."))
+    server.stream(fv.anthropic_text("Uma nota fiscal.", pieces=2))
+    server.stream(fv.anthropic_text("Um print de tela."))
 
     assert provider.describe_image(IMAGE, "image/png") == "Uma nota fiscal."
     assert asyncio.run(provider.adescribe_image(IMAGE, "image/gif")) == "Um print de tela."
-    first, second = vendor.requests
+    first, second = server.requests
     assert first.path == "/v1/messages" and first.body["model"] == "claude-sonnet-4-5"
     assert first.body["messages"] == [{"role": "user", "content": [
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(IMAGE)}},
@@ -424,14 +397,14 @@ def test_fallback_async_twins_over_sync_only_candidates():
     assert asyncio.run(both()) == ("b transcribe", "a describe_image")
 
 
-def test_fallback_over_real_vendors(gemini_server, make_gemini, vendor, make_vendor):
+def test_fallback_over_real_vendors(gemini_server, make_gemini, server, make_vendor):
     claude = make_vendor(AnthropicProvider, path="", model="claude-sonnet-4-5")
     gemini = make_gemini(api_key=SECRET)
     gemini_server.error(400, error_body(400, "INVALID_ARGUMENT", "Unsupported MIME type."))
     pool = FallbackProvider([claude, gemini, OfflineProvider()])
 
     assert pool.transcribe(AUDIO, "audio/amr") == f"[transcription: audio/amr, {len(AUDIO)} bytes]"
-    assert vendor.requests == [] and len(gemini_server.requests) == 1  # Claude skipped, Gemini failed once
+    assert server.requests == [] and len(gemini_server.requests) == 1  # Claude skipped, Gemini failed once
 
     gemini_server.stream_text("Três parafusos.")
     assert asyncio.run(pool.atranscribe(AUDIO, "audio/ogg")) == "Três parafusos."

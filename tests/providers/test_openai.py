@@ -17,29 +17,8 @@ from .vendor_kit import SECRET, SPEAK_SCHEMA, envelope, speak_input
 
 
 @pytest.fixture
-def server():
-    server = fv.FakeVendor()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def make(server, sleeps):
-    made = []
-
-    def build(**options):
-        options.setdefault("api_key", SECRET)
-        options.setdefault("model", "gpt-4.1-mini")
-        options.setdefault("base_url", server.url("/v1"))
-        options.setdefault("sleep", sleeps.append)
-        options.setdefault("backoff_base_ms", 1)
-        provider = OpenAIProvider(**options)
-        made.append(provider)
-        return provider
-
-    yield build
-    for provider in made:
-        provider.close()
+def make(make_vendor):
+    return lambda **options: make_vendor(OpenAIProvider, **options)
 
 
 def test_name_capabilities_and_policy_defaults(make):

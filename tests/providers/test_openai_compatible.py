@@ -12,33 +12,15 @@ from falai_django.engine.errors import ProviderError
 from falai_django.llm.types import ToolSpec
 
 from . import fake_vendors as fv
-from .vendor_kit import SECRET, SPEAK_SCHEMA, envelope, speak_input
+from .vendor_kit import SPEAK_SCHEMA, envelope, speak_input
 
 
 @pytest.fixture
-def server():
-    server = fv.FakeVendor()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def make(server, sleeps):
-    made = []
-
+def make(make_vendor):
     def build(cls=OpenAICompatibleProvider, **options):
-        options.setdefault("api_key", SECRET)
-        options.setdefault("model", "llama3.3")
-        options.setdefault("base_url", server.url("/v1"))
-        options.setdefault("sleep", sleeps.append)
-        options.setdefault("backoff_base_ms", 1)
-        provider = cls(**options)
-        made.append(provider)
-        return provider
+        return make_vendor(cls, **{"model": "llama3.3", **options})
 
-    yield build
-    for provider in made:
-        provider.close()
+    return build
 
 
 def test_options_are_checked_at_construction():

@@ -29,13 +29,6 @@ def flavor(request):
 
 
 @pytest.fixture
-def server():
-    server = fv.FakeVendor()
-    yield server
-    server.close()
-
-
-@pytest.fixture
 def make(flavor, server, sleeps):
     made = []
 

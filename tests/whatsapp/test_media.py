@@ -270,3 +270,18 @@ def test_the_offline_provider_gives_a_marker_naming_the_type_and_size(graph, set
 
     assert user_line("wamid.V1").content == f"[transcription: audio/ogg, {len(VOICE)} bytes]"
     assert user_line("wamid.P1").content == f"e este?\n[image: [image description: image/jpeg, {len(PHOTO)} bytes]]"
+
+
+@pytest.mark.parametrize("media, found", [
+    ({"PROVIDER": "whatsapp.media_kit.RECORDING", "DESCRIBE_IMAGES": True}, []),
+    ("gemini", ["falai_django.E170"]),
+    ({"PROVIDER": "whatsapp.media_kit.NOPE"}, ["falai_django.E171"]),
+    ({"DESCRIBE_IMAGES": "yes"}, ["falai_django.E172"]),
+    ({"MAX_BYTES": 0, "TIMEOUT": -1}, ["falai_django.E172", "falai_django.E172"]),
+    ({"MAXBYTES": 10}, ["falai_django.W170"]),
+])
+def test_the_media_setting_is_checked(settings, media, found):
+    from falai_django.checks import check_media_settings
+
+    settings.FALAI = {**settings.FALAI, "MEDIA": media}
+    assert [p.id for p in check_media_settings()] == found
