@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from .types import GenerateOutput, StreamChunk, as_chunk, as_output, read_usage
 
-__all__ = ["HOME_LOOP", "call_provider", "observe_calls", "resolve_awaitable", "stream_provider", "trace_calls"]
+__all__ = ["HOME_LOOP", "call_media", "call_provider", "observe_calls", "resolve_awaitable", "stream_provider", "trace_calls"]
 
 logger = logging.getLogger("falai_django.llm")
 
@@ -86,6 +86,19 @@ def _report(provider: Any, output: GenerateOutput | None, error: BaseException |
             observer(provider, output, error, seconds)
         except Exception:  # noqa: BLE001 - counting a call must never fail it
             logger.exception("falai: a model call observer failed")
+
+def call_media(provider: Any, method: str, data: bytes, mime_type: str) -> Any:
+    """`provider.<method>(data, mime_type)` (`transcribe`, `describe_image`), reported to the
+    observers like any model call: it is counted, and its time is the model's, not the host's."""
+    started = time.perf_counter()
+    try:
+        answer = getattr(provider, method)(data, mime_type)
+    except BaseException as exc:
+        _report(provider, None, exc, started)
+        raise
+    _report(provider, None, None, started)
+    return answer
+
 
 # The caller's event loop while `aturn` runs the sync turn in a worker thread: async action,
 # tool and provider calls go back to it, so loop-bound resources (async DB clients) work.

@@ -76,6 +76,14 @@ def scope_for(conversation_id: str) -> contextlib.AbstractContextManager[Scope]:
     return within(Scope(conversation_id=conversation_id))
 
 
+def waited(seconds: float) -> None:
+    """Time a turn spent waiting on a service that is not the model (a channel downloading a
+    customer's voice note): the network's, not the host's, like the model's own."""
+    scope = CURRENT.get()
+    if scope is not None:
+        scope.model_s += seconds
+
+
 def model_called(provider: Any, output: Any, error: BaseException | None, seconds: float) -> None:
     """`llm.calling`'s observer: the call's time belongs to the model, not the host."""
     scope = CURRENT.get()

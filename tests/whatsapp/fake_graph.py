@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -50,6 +51,7 @@ class Media:
     file_size: int | None = None  # what the lookup says (None: the real size)
     lookup_status: int = 200  # e.g. 404 for a media id Meta no longer has
     download_status: int = 200
+    delay_s: float = 0.0  # before the download answers (a slow CDN)
 
 
 @dataclass
@@ -120,6 +122,8 @@ def start() -> FakeGraph:
             media_id = self.path.rsplit("/", 1)[-1]
             media = fake.media.get(media_id)
             if self.path.startswith("/download/"):
+                if media is not None and media.delay_s:
+                    time.sleep(media.delay_s)
                 if media is None or media.download_status != 200:
                     return self._json(media.download_status if media else 404, {"error": "not found"})
                 self.send_response(200)

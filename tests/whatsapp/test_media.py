@@ -55,9 +55,11 @@ def user_line(wamid: str) -> History:
 
 
 def test_a_voice_note_is_fetched_on_the_worker_and_its_transcription_is_what_the_agent_reads(
-        graph, media_provider, monkeypatch):
+        graph, media_provider, monkeypatch, settings):
+    settings.FALAI = {**settings.FALAI, "METRICS_TOKEN": METRICS_TOKEN}
     held(monkeypatch)
     graph.add_media("MEDIA-V1", VOICE, "audio/ogg")
+    before = scrape(token=METRICS_TOKEN)
     assert deliver(Client(), envelope([voice()])).status_code == 200
 
     record = TurnRecord.objects.get(input_key="wamid.V1")
@@ -78,6 +80,10 @@ def test_a_voice_note_is_fetched_on_the_worker_and_its_transcription_is_what_the
     assert record.input["context"]["whatsapp"]["media"]["transcription"] == "meu nome é Joana"
     html = admin_page(WA_ID)
     assert 'class="falai-media"' in html and "transcribed voice note" in html
+    after = scrape(token=METRICS_TOKEN)
+    assert moved(before, after, "falai_media_total", channel="whatsapp", type="audio", outcome="transcribed") == 1
+    # the transcription is a model call like the turn's own (counted, its time the model's)
+    assert moved(before, after, "falai_llm_calls_total", provider="Recording", model="", result="ok") == 1
 
 
 def test_the_transcription_is_kept_on_the_input_so_a_retried_turn_does_not_fetch_again(graph, media_provider,
@@ -92,6 +98,18 @@ def test_the_transcription_is_kept_on_the_input_so_a_retried_turn_does_not_fetch
 
     assert graph.lookups() == ["MEDIA-V1"] and len(media_provider.calls) == 1
     assert TurnRecord.objects.get(pk=record.pk).input["turn"]["message"] == "meu nome é Joana"
+
+
+def test_the_time_spent_downloading_and_transcribing_is_not_host_time(graph, media_provider, settings):
+    settings.FALAI = {**settings.FALAI, "METRICS_TOKEN": METRICS_TOKEN}
+    graph.add_media("MEDIA-V1", VOICE, "audio/ogg", delay_s=1.0)
+    before = scrape(token=METRICS_TOKEN)
+    deliver(Client(), envelope([voice()]))
+    after = scrape(token=METRICS_TOKEN)
+
+    assert user_line("wamid.V1").content == "meu nome é Joana"
+    assert moved(before, after, "falai_turn_duration_seconds_count") == 1
+    assert moved(before, after, "falai_turn_duration_seconds_sum") < 0.9  # the 1 s download is not in it
 
 
 def test_an_image_caption_is_read_and_no_image_is_fetched_unless_images_are_described(graph, media_provider):

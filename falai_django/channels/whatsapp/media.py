@@ -31,6 +31,8 @@ import httpx
 
 from falai_django import conf
 from falai_django.channels.whatsapp.http import client
+from falai_django.llm.calling import call_media
+from falai_django.observe import context as observe
 from falai_django.observe import metrics
 
 logger = logging.getLogger("falai_django.whatsapp")
@@ -73,9 +75,13 @@ def understand(stored: dict[str, Any], session_id: str, agent: Any = None) -> bo
                     session_id, media.get("id"), stored["turn"].get("message"), type(provider).__name__, method)
         return False
     try:
-        fetched = fetch(str(media["id"]), settings)
+        started = time.perf_counter()
+        try:
+            fetched = fetch(str(media["id"]), settings)
+        finally:
+            observe.waited(time.perf_counter() - started)
         media.update(mime_type=fetched.mime_type, file_size=len(fetched.data))
-        text = str(getattr(provider, method)(fetched.data, fetched.mime_type) or "").strip()
+        text = str(call_media(provider, method, fetched.data, fetched.mime_type) or "").strip()
         if not text:
             raise MediaError(f"{method}() answered no text")
     except Exception as exc:  # noqa: BLE001 - nothing is lost: the marker stays, the turn runs
