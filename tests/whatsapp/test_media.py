@@ -303,3 +303,14 @@ def test_the_media_setting_is_checked(settings, media, found):
 
     settings.FALAI = {**settings.FALAI, "MEDIA": media}
     assert [p.id for p in check_media_settings()] == found
+
+
+def test_a_provider_setting_that_does_not_import_leaves_the_marker_and_runs_the_turn(graph, settings, caplog):
+    settings.FALAI = {**settings.FALAI, "MEDIA": {"PROVIDER": "whatsapp.media_kit.MISSING"}}
+    graph.add_media("MEDIA-V1", VOICE, "audio/ogg")
+    with caplog.at_level(logging.WARNING, logger="falai_django.whatsapp"):
+        deliver(Client(), envelope([voice()]))
+
+    assert user_line("wamid.V1").content == "[audio]" and graph.texts() == ["Oi! Com quem eu falo?"]
+    assert any("MEDIA-V1" in r.getMessage() and WA_ID in r.getMessage() and "PROVIDER" in r.getMessage()
+               for r in caplog.records)

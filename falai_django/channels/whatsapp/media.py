@@ -66,10 +66,15 @@ def understand(stored: dict[str, Any], session_id: str, agent: Any = None) -> bo
     media = dict(whatsapp["media"])
     kind = str(whatsapp.get("type") or "")
     settings = conf.media_settings()
-    provider = conf.get_media_provider(agent)
     method = "transcribe" if kind == "audio" else "describe_image"
     if kind == "image" and not settings["DESCRIBE_IMAGES"]:
         return False  # the caption (or the marker) is what the turn reads
+    try:
+        provider = conf.get_media_provider(agent)
+    except Exception as exc:  # noqa: BLE001 - a PROVIDER that does not import: manage.py check says E171
+        logger.warning("whatsapp: conversation %s: media %s stays %s: FALAI[\"MEDIA\"][\"PROVIDER\"] failed: %s",
+                       session_id, media.get("id"), stored["turn"].get("message"), _why(exc))
+        return False
     if provider is None or not callable(getattr(provider, method, None)):
         logger.info("whatsapp: conversation %s: media %s stays %s: the media provider (%s) has no %s()",
                     session_id, media.get("id"), stored["turn"].get("message"), type(provider).__name__, method)
