@@ -47,6 +47,7 @@ SENT_PART = "sent_media_wamid"
 
 logger = logging.getLogger("falai_django.whatsapp")
 
+
 def message_body(message: OutboundSend) -> dict[str, Any]:
     """The Graph API body for one outbox row: a template (kind "template"), the media a `say` step
     names (`media: {"slug": ...}`, mapped by `FALAI["WHATSAPP"]["MEDIA"]`, the text as its caption
