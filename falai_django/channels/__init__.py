@@ -37,14 +37,20 @@ def silenced_by_channel(kind: str, session: Any, agent: Any = None, turn: dict[s
                            event=(turn or {}).get("event") if kind == "event" else None)
 
 
+def _whatsapp_of(stored: Any) -> dict[str, Any] | None:
+    """A stored input's `context["whatsapp"]` (the channel's details), or None."""
+    context = stored.get("context") if isinstance(stored, dict) else None
+    whatsapp = context.get("whatsapp") if isinstance(context, dict) else None
+    return whatsapp if isinstance(whatsapp, dict) else None
+
+
 def prepare_input(record: Any, agent: Any = None) -> None:
     """What a channel does on the worker before a stored input's turn reads it: WhatsApp
     transcribes a voice note and describes an image (`whatsapp.media`). The input is changed in
     place and saved, once; anything that fails leaves it as the webhook stored it."""
     stored = getattr(record, "input", None)
-    context = stored.get("context") if isinstance(stored, dict) else None
-    whatsapp = context.get("whatsapp") if isinstance(context, dict) else None
-    if not isinstance(whatsapp, dict) or "message" not in stored.get("turn", {}):
+    whatsapp = _whatsapp_of(stored)
+    if whatsapp is None or "message" not in stored.get("turn", {}):
         return
     from falai_django.channels.whatsapp.media import needs_work, understand
 
@@ -57,9 +63,8 @@ def prepare_input(record: Any, agent: Any = None) -> None:
 def line_media(stored: Any) -> dict[str, Any] | None:
     """What a customer's transcript line keeps of the channel's media (the id, the type, the
     transcription or description): `context["whatsapp"]["media"]`, else None."""
-    context = stored.get("context") if isinstance(stored, dict) else None
-    whatsapp = context.get("whatsapp") if isinstance(context, dict) else None
-    media = whatsapp.get("media") if isinstance(whatsapp, dict) else None
+    whatsapp = _whatsapp_of(stored) or {}
+    media = whatsapp.get("media")
     if not isinstance(media, dict) or not media:
         return None
     return {"type": whatsapp.get("type"), **media}

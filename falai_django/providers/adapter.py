@@ -474,3 +474,20 @@ class StreamingAdapter(BaseProvider):
         if last is None:  # unreachable: the stream ends with a terminal chunk or raises
             raise ProviderError(self.name, "overload", f"{self.name}: no response")
         return GenerateOutput(message=last.accumulated, metadata=last.metadata or {}, structured=last.structured)
+
+
+class DescribesImages:
+    """`describe_image` / `adescribe_image` for a `StreamingAdapter` whose vendor reads pictures: the
+    vendor builds the request (`_image_request`: the picture and `DESCRIBE_IMAGE_PROMPT`, JSON off)
+    and the shared loop runs it. Mixed in before `StreamingAdapter`."""
+
+    def _image_request(self, data: bytes, mime_type: str) -> Any:
+        raise NotImplementedError
+
+    def describe_image(self, data: bytes, mime_type: str) -> str:
+        """A one- or two-sentence description of a picture, which the agent reads in its place."""
+        return self._complete(self._image_request(data, mime_type))  # type: ignore[attr-defined]
+
+    async def adescribe_image(self, data: bytes, mime_type: str) -> str:
+        """See describe_image()."""
+        return await self._acomplete(self._image_request(data, mime_type))  # type: ignore[attr-defined]

@@ -31,6 +31,7 @@ from falai_django.providers.adapter import (
     DEFAULT_TIMEOUT_MS,
     DESCRIBE_IMAGE_PROMPT,
     SCHEMA_IN_PROMPT,
+    DescribesImages,
     ReplyFold,
     StreamingAdapter,
     afold_events,
@@ -189,7 +190,7 @@ class _Fold(ReplyFold):
         self.set_usage(fresh + cache_read + cache_write, output_tokens or 0, cache_read)
 
 
-class AnthropicProvider(StreamingAdapter):
+class AnthropicProvider(DescribesImages, StreamingAdapter):
     """Claude over the `anthropic` SDK. Keep one instance per process: it owns HTTP clients.
 
     Options: `api_key` (required), `model` (required), `base_url` (default the SDK's:
@@ -305,14 +306,6 @@ class AnthropicProvider(StreamingAdapter):
             {"type": "text", "text": DESCRIBE_IMAGE_PROMPT},
         ]}]
         return request
-
-    def describe_image(self, data: bytes, mime_type: str) -> str:
-        """A one- or two-sentence description of a picture, which the agent reads in its place."""
-        return self._complete(self._image_request(data, mime_type))
-
-    async def adescribe_image(self, data: bytes, mime_type: str) -> str:
-        """See describe_image()."""
-        return await self._acomplete(self._image_request(data, mime_type))
 
     def close(self) -> None:
         """Releases the sync client's HTTP connections (`aclose()` for the async one)."""

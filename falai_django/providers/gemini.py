@@ -38,6 +38,7 @@ from falai_django.providers.adapter import (
     DESCRIBE_IMAGE_PROMPT,
     SCHEMA_IN_PROMPT,
     TRANSCRIBE_PROMPT,
+    DescribesImages,
     ReplyFold,
     StreamingAdapter,
     bare_mime,
@@ -252,7 +253,7 @@ def _in_band(exc: BaseException) -> bool:
     return getattr(getattr(exc, "response", None), "status_code", None) == 200
 
 
-class GeminiProvider(StreamingAdapter):
+class GeminiProvider(DescribesImages, StreamingAdapter):
     """Gemini over `google-genai`. Keep one instance per process: it owns an HTTP client.
 
     Options: `api_key` (required), `model`, `base_url`, `timeout_ms` (idle deadline, 0 means
@@ -420,13 +421,8 @@ class GeminiProvider(StreamingAdapter):
         """See transcribe()."""
         return await self._acomplete(self._media_request(data, mime_type, TRANSCRIBE_PROMPT))
 
-    def describe_image(self, data: bytes, mime_type: str) -> str:
-        """A one- or two-sentence description of a picture, which the agent reads in its place."""
-        return self._complete(self._media_request(data, mime_type, DESCRIBE_IMAGE_PROMPT))
-
-    async def adescribe_image(self, data: bytes, mime_type: str) -> str:
-        """See describe_image()."""
-        return await self._acomplete(self._media_request(data, mime_type, DESCRIBE_IMAGE_PROMPT))
+    def _image_request(self, data: bytes, mime_type: str) -> _Request:
+        return self._media_request(data, mime_type, DESCRIBE_IMAGE_PROMPT)
 
     def close(self) -> None:
         """Releases the SDK's HTTP connections."""

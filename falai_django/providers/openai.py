@@ -39,6 +39,7 @@ from falai_django.providers.adapter import (
     DEFAULT_TIMEOUT_MS,
     DESCRIBE_IMAGE_PROMPT,
     SCHEMA_IN_PROMPT,
+    DescribesImages,
     ReplyFold,
     StreamingAdapter,
     afold_events,
@@ -282,7 +283,7 @@ def _dump(value: Any) -> Any:
     return dump() if dump is not None else value
 
 
-class OpenAICompatibleProvider(StreamingAdapter):
+class OpenAICompatibleProvider(DescribesImages, StreamingAdapter):
     """Any OpenAI-compatible endpoint. Keep one instance per process: it owns HTTP clients.
 
     Options: `api_key` (required; local servers ignore it, pass any non-empty string), `model`
@@ -479,14 +480,6 @@ class OpenAICompatibleProvider(StreamingAdapter):
             {"type": "input_image", "image_url": url},
         ]}]
         return request
-
-    def describe_image(self, data: bytes, mime_type: str) -> str:
-        """A one- or two-sentence description of a picture, which the agent reads in its place."""
-        return self._complete(self._image_request(data, mime_type))
-
-    async def adescribe_image(self, data: bytes, mime_type: str) -> str:
-        """See describe_image()."""
-        return await self._acomplete(self._image_request(data, mime_type))
 
     def transcribe(self, data: bytes, mime_type: str) -> str:
         """The words of a voice note, from the transcription endpoint (chat models do not take

@@ -5,6 +5,7 @@ limits, and nothing lost when any of it fails."""
 from __future__ import annotations
 
 import logging
+from contextlib import closing
 
 import pytest
 from django.test import Client
@@ -228,6 +229,13 @@ def test_the_defaults_are_the_documented_ones():
 # -- the real vendor SDKs against the fake model servers -------------------------------------------
 
 
+def voice_note_through(provider, settings, graph, mime_type: str) -> None:
+    """A voice note through the signed webhook, transcribed by `provider` (a real vendor SDK)."""
+    settings.FALAI = {**settings.FALAI, "MEDIA": {"PROVIDER": provider}}
+    graph.add_media("MEDIA-V1", VOICE, mime_type)
+    deliver(Client(), envelope([voice()]))
+
+
 def test_a_voice_note_through_gemini_inline_audio(graph, settings):
     import base64
 
@@ -237,14 +245,9 @@ def test_a_voice_note_through_gemini_inline_audio(graph, settings):
 
     server = FakeGemini()
     provider = GeminiProvider(api_key="test-key", base_url=server.base_url, sleep=lambda ms: None)
-    try:
+    with closing(server), closing(provider):
         server.push(Reply(chunks=text_chunks("meu nome é Carla", 2)))
-        settings.FALAI = {**settings.FALAI, "MEDIA": {"PROVIDER": provider}}
-        graph.add_media("MEDIA-V1", VOICE, "audio/ogg; codecs=opus")
-        deliver(Client(), envelope([voice()]))
-    finally:
-        provider.close()
-        server.close()
+        voice_note_through(provider, settings, graph, "audio/ogg; codecs=opus")
 
     (request,) = server.requests
     parts = request.body["contents"][0]["parts"]
@@ -263,14 +266,9 @@ def test_a_voice_note_through_openais_transcription_endpoint(graph, settings):
     server = fake_vendors.FakeVendor()
     provider = OpenAIProvider(api_key="sk-test", model="gpt-4.1-mini", base_url=server.url("/v1"),
                               sleep=lambda ms: None)
-    try:
+    with closing(server), closing(provider):
         server.push(fake_vendors.transcription("meu nome é Dora"))
-        settings.FALAI = {**settings.FALAI, "MEDIA": {"PROVIDER": provider}}
-        graph.add_media("MEDIA-V1", VOICE, "audio/ogg")
-        deliver(Client(), envelope([voice()]))
-    finally:
-        provider.close()
-        server.close()
+        voice_note_through(provider, settings, graph, "audio/ogg")
 
     (request,) = server.requests
     assert request.path == "/v1/audio/transcriptions"

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 from falai_django import conf
-from falai_django.channels.whatsapp.http import client
+from falai_django.channels.whatsapp.http import client, error_text
 from falai_django.llm.calling import call_media
 from falai_django.observe import context as observe
 from falai_django.observe import metrics
@@ -132,7 +132,8 @@ def fetch(media_id: str, settings: dict[str, Any] | None = None) -> Fetched:
     except ValueError:
         info = None
     if not lookup.is_success or not isinstance(info, dict) or not info.get("url"):
-        raise MediaError(f"the media lookup answered {lookup.status_code}: {_graph_error(info)}")
+        why = error_text(lookup.status_code, info) if not lookup.is_success else "no media url"
+        raise MediaError(f"the media lookup answered {lookup.status_code}: {why}")
     size = _int(info.get("file_size"))
     if size is not None and size > limit:
         raise MediaError(f"the media is {size} bytes, over MAX_BYTES ({limit})")
@@ -181,9 +182,3 @@ def _int(value: Any) -> int | None:
     except (TypeError, ValueError):
         return None
 
-
-def _graph_error(data: Any) -> str:
-    error = data.get("error") if isinstance(data, dict) else None
-    if isinstance(error, dict):
-        return " ".join(str(part) for part in (error.get("code"), error.get("message")) if part)
-    return "no media url"

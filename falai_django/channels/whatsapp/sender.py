@@ -15,11 +15,10 @@ mark the row failed at once (`PermanentSendError`, with the code and title), any
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from falai_django import conf
-from falai_django.channels.whatsapp.http import client
+from falai_django.channels.whatsapp.http import client, error_text, graph_error_code
 from falai_django.channels.whatsapp.media_out import CAPTIONED, MEDIA_FIELDS, UNCAPTIONED
 from falai_django.channels.whatsapp.parse import is_bsuid
 from falai_django.host import statuses
@@ -153,14 +152,8 @@ def _statuses_that_came_first(wamid: str, message: OutboundSend) -> None:
 
 def graph_error(status: int, data: Any, retry_after: str | None = None) -> SendError:
     """The exception a Graph API error answer becomes."""
-    error = data.get("error") if isinstance(data, dict) and isinstance(data.get("error"), dict) else {}
-    code = error.get("code")
-    title = error.get("error_user_title") or error.get("title") or error.get("message") or f"HTTP {status}"
-    title = re.sub(r"^\(#\d+\)\s*", "", str(title))  # Meta prefixes its message with "(#code) "
-    details = (error.get("error_data") or {}).get("details") if isinstance(error.get("error_data"), dict) else None
-    text = " ".join(str(part) for part in (code, title) if part not in (None, ""))
-    if details and details != title:
-        text = f"{text}: {details}"
+    text = error_text(status, data)
+    code = graph_error_code(data)
     if status == 429 or code in RATE_LIMIT_CODES:
         try:
             wait = float(retry_after) if retry_after else None
