@@ -40,6 +40,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_JSON_DEPTH": 32,
     # Transcript items passed to the turn as `history` (the most recent N).
     "HISTORY_LIMIT": 200,
+    # Keep on each run-log row what replaying the turn needs (the model's replies, the clock,
+    # `silenced`, `context`, what actions and tools answered): `falai_django.replay`.
+    "RECORD_MODEL_REPLIES": True,
     # Conflicts replayed in-line before the input is parked for a later retry.
     "MAX_REPLAYS": 20,
     # A ProviderError parks the input; it is retried with exponential backoff up to this many times.
@@ -172,6 +175,12 @@ def get_code_agent() -> Any:
         from django.core.exceptions import ImproperlyConfigured
 
         raise ImproperlyConfigured('FALAI["AGENT"] is not set: point it at your agent, e.g. "project.agents.ana".')
+    return resolve_agent(value)
+
+
+def resolve_agent(value: Any) -> Any:
+    """An agent from what `FALAI["AGENT"]` takes: an Agent, a dotted path to one, or a
+    zero-argument callable (or a path to one) returning one."""
     agent = resolve(value)
     if not hasattr(agent, "turn") and callable(agent):
         agent = agent()

@@ -49,7 +49,8 @@ ENTRY_POINTS = ("falai_django.tasks", "falai_django.api", "falai_django.admin", 
 
 # The domains built on the host; the layers under them import none of them.
 HOST = "falai_django.host"
-DOMAINS = ("falai_django.handoff", "falai_django.flows", "falai_django.admin", "falai_django.playground")
+DOMAINS = ("falai_django.handoff", "falai_django.flows", "falai_django.admin", "falai_django.playground",
+           "falai_django.replay")
 UNDER_THE_DOMAINS = (HOST, "falai_django.models", "falai_django.stores", "falai_django.engine", "falai_django.llm")
 
 

@@ -104,3 +104,19 @@ class TurnResult(_ResultModel):
     usage: Usage | None = None
 
 
+
+
+SUMMARY_PARTS: tuple[str, ...] = ("messages", "codes", "data", "schedule", "ended")
+
+
+def turn_summary(result: TurnResult) -> dict[str, Any]:
+    """What a turn did, in the five parts a replay compares (`SUMMARY_PARTS`): the message texts,
+    the outcome codes (a line without a code as `kind:status`), the collected data after the turn,
+    the wake keys it scheduled and the reasons of the runs it ended. Plain JSON."""
+    return {
+        "messages": [m.text for m in result.messages],
+        "codes": [o.code or f"{o.kind}:{o.status}" for o in result.outcomes],
+        "data": result.session.model_dump(mode="json", include={"data"}).get("data", {}),
+        "schedule": [e.key for e in result.schedule],
+        "ended": [e.reason for e in result.ended],
+    }

@@ -16,6 +16,7 @@ from collections.abc import Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from falai_django.llm import recording
 from falai_django.llm.calling import call_provider, resolve_awaitable, stream_provider
 from falai_django.llm.errors import speak_deferral
 from falai_django.llm.guidelines import DEFAULT_ANSWER, DEFAULT_COLLECT
@@ -246,6 +247,14 @@ class SpeakCall:
 
     def run_tool(self, call: Mapping[str, Any], offered: dict[str, Any], data: dict[str, Any],
                  history: list[Any]) -> tuple[str, dict[str, Any] | None]:
+        text, patch = self._run_tool(call, offered, data, history)
+        name = call.get("toolName") or call.get("name") or ""
+        if name in offered and recording.current() is not None:  # kept for a replay
+            recording.note_effect({"tool": name, "text": text, "data": patch})
+        return text, patch
+
+    def _run_tool(self, call: Mapping[str, Any], offered: dict[str, Any], data: dict[str, Any],
+                  history: list[Any]) -> tuple[str, dict[str, Any] | None]:
         name = call.get("toolName") or call.get("name") or ""
         args = _call_args(call)
         tool = offered.get(name)

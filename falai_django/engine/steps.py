@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from falai_django.llm import recording
 from falai_django.llm.calling import resolve_awaitable
 
 from . import keys
@@ -142,12 +143,15 @@ def exec_do(state: TurnState, run: Run, flow: Flow, step: Step) -> None:
     key = state.step_key(run, step.id)
     name = step.action
     action = state.agent.actions.get(name)
+    taping = recording.current() is not None
     if action is None:
         result: Any = {"failed": f'unknown action "{name}"'}
     else:
         params = render_deep(step.params, state.scope(run))
+        patches: list[dict[str, Any]] = []  # what the action set, kept for a replay (taping only)
         ctx = ActionContext(context=state.context, data=state.session.data, input=run.input, run=run,
-                            silenced=state.silenced, now=state.now, key=key, dedupe_key=run.dedupe_key)
+                            silenced=state.silenced, now=state.now, key=key, dedupe_key=run.dedupe_key,
+                            on_set=patches.append if taping else None)
         try:
             result = resolve_awaitable(action.run(params, ctx))
         except Exception as exc:  # an action error never escapes the turn
@@ -157,6 +161,8 @@ def exec_do(state: TurnState, run: Run, flow: Flow, step: Step) -> None:
     elif not isinstance(result, Mapping):
         result = {k: getattr(result, k) for k in ("ok", "detail", "spoke", "skipped", "failed", "defer")
                   if getattr(result, k, None) is not None}
+    if action is not None and taping:
+        recording.note_effect({"action": name, "result": result, "set": patches})
     if "defer" in result and result.get("defer") is not None and not is_duration(result["defer"]):
         # ruling 2: a non-duration defer is a failure of the action, never an exception
         result = {"failed": f'action "{name}" asked to defer by "{result["defer"]}", which is not a '

@@ -28,6 +28,7 @@ from contextlib import aclosing
 from datetime import datetime
 from typing import Any
 
+from falai_django.llm import recording
 from falai_django.llm.calling import HOME_LOOP
 from falai_django.llm.errors import classify_error
 from falai_django.llm.pump import iterate_in_thread
@@ -121,6 +122,7 @@ def load(agent: Any, kw: dict[str, Any]) -> tuple[TurnState, list[Any]]:
         raise TypeError("turn() needs session_id=...: the conversation's id (a phone number, a chat id).")
     kind = _input_kind(kw)
     now = agent.clock()
+    recording.note_clock(now)
     now_iso = to_iso(now)
     session = _session_of(kw.get("session"), session_id)
     history = kw.get("history")

@@ -88,9 +88,10 @@ def record_for(session_id: str, checked: TurnInput) -> TurnRecord:
     return TurnRecord(conversation_id=session_id, kind=checked.kind, input_key=checked.key, input=checked.stored())
 
 
-def run_log(result: Any) -> dict[str, Any]:
-    """The run-log columns mirrored from a TurnResult."""
-    return {
+def run_log(result: Any, recording: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run-log columns mirrored from a TurnResult, and the turn's `recording` when it has one
+    (`FALAI["RECORD_MODEL_REPLIES"]`; `falai_django.replay` reads it)."""
+    log = {
         "started": [s.to_json() for s in result.started],
         "ended": [e.to_json() for e in result.ended],
         "outcomes": [o.to_json() for o in result.outcomes],
@@ -99,17 +100,20 @@ def run_log(result: Any) -> dict[str, Any]:
         "llm_calls": result.llm_calls or 0,
         "usage": result.usage.to_json() if result.usage is not None else None,
     }
+    if recording is not None:
+        log["recording"] = recording
+    return log
 
 
 def finish(record: TurnRecord, status: str, result: Any, replays: int, *, version: int | None = None,
-           error: str = "", using: str | None = None) -> None:
+           error: str = "", using: str | None = None, recording: dict[str, Any] | None = None) -> None:
     """Write the run log: one UPDATE of the inbox row, or one INSERT when it was never saved."""
     fields: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "next_attempt_at": None,
                               "error": error}
     if version is not None:
         fields["version"] = version
     if result is not None:
-        fields.update(run_log(result))
+        fields.update(run_log(result, recording))
     if record.pk is None:
         for name, value in fields.items():
             setattr(record, name, value)

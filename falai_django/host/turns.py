@@ -38,11 +38,14 @@ from django.utils import timezone
 
 from falai_django import channels, conf
 from falai_django.engine.errors import ProviderError, SessionConflictError
+from falai_django.engine.jstime import to_iso
+from falai_django.engine.results import turn_summary
 from falai_django.host import inbox, jobs, ordering, outages
 from falai_django.host.delivery import send_after_commit
 from falai_django.host.inbox import HostResult
 from falai_django.host.inputs import UNSET, TurnInput, silenced_for
 from falai_django.host.writer import TurnWrite, write_turn
+from falai_django.llm import recording
 from falai_django.models import History, TurnRecord, Wake
 from falai_django.models.sql import blob_select, bound_cursor, read_blob_text
 from falai_django.observe import context as observe
@@ -192,12 +195,21 @@ def _run_in_drain(record: TurnRecord) -> HostResult:
 # ---------------------------------------------------------------------------------------------
 
 
+class Transcript(list):
+    """The history a turn reads (a list of `{"role", "content"}` items, oldest first) and `upto`,
+    the id of its newest `History` row (None: none): a replay reads the same rows again."""
+
+    upto: int | None = None
+
+
 def load_history(session_id: str, limit: int | None = None) -> list[dict[str, str]]:
     """The transcript before this input, oldest first (sends that failed for good are left out)."""
     limit = limit or conf.get("HISTORY_LIMIT")
-    rows = list(History.objects.transcript(session_id).order_by("-id").values_list("role", "content")[:limit])
+    rows = list(History.objects.transcript(session_id).order_by("-id").values_list("id", "role", "content")[:limit])
     rows.reverse()
-    return [{"role": role, "content": content} for role, content in rows]
+    items = Transcript({"role": role, "content": content} for _, role, content in rows)
+    items.upto = rows[-1][0] if rows else None
+    return items
 
 
 def load_session_and_history(session_id: str, store: DjangoStore | None = None, *,
@@ -244,11 +256,13 @@ def load_session_and_history(session_id: str, store: DjangoStore | None = None, 
 
 
 def _history_items(arrays: list[list[str]]) -> list[dict[str, str]]:
-    """`_transcript_sql`'s [roles, contents] as history items (an empty array: no transcript)."""
+    """`_transcript_sql`'s [roles, contents, ids] as history items (an empty array: no transcript)."""
     if not arrays:
-        return []
-    roles, contents = arrays
-    return [{"role": role, "content": content} for role, content in zip(roles, contents, strict=True)]
+        return Transcript()
+    roles, contents, ids = arrays
+    items = Transcript({"role": role, "content": content} for role, content in zip(roles, contents, strict=True))
+    items.upto = int(ids[-1]) if ids else None
+    return items
 
 
 _LOAD_SQL: dict[tuple[str, str, bool, bool, int], str] = {}
@@ -285,7 +299,7 @@ def _build_load_sql(connection: Any, sessions_table: str, *, inbox: bool, relaxe
 
 def _transcript_sql(connection: Any, conversation: str) -> str:
     """`load_history` as one PostgreSQL subquery: the last HISTORY_LIMIT items (failed sends left
-    out), oldest first, as a two-row text array `[roles, contents]` (`{}` when there are none),
+    out), oldest first, as a three-row text array `[roles, contents, ids]` (`{}` when there are none),
     read in binary (`bound_cursor(binary_results=True)`): cheaper for both sides than JSON text
     of the pairs, which the server has to escape and the client to parse. `conversation` is SQL
     (a %s or a column).
@@ -300,7 +314,8 @@ def _transcript_sql(connection: Any, conversation: str) -> str:
     history = q(History._meta.db_table)
     limit = int(conf.get("HISTORY_LIMIT"))
     return (
-        f"(SELECT ARRAY[array_agg(h.{q('role')} ORDER BY h.{q('id')}), array_agg(h.{q('content')} ORDER BY h.{q('id')})] "
+        f"(SELECT ARRAY[array_agg(h.{q('role')} ORDER BY h.{q('id')}), array_agg(h.{q('content')} ORDER BY h.{q('id')}), "
+        f"array_agg(h.{q('id')}::text ORDER BY h.{q('id')})] "
         f"FROM (SELECT {q('id')}, {q('role')}, {q('content')} FROM {history} "
         f"WHERE {q('conversation_id')} >= {conversation} "
         f"AND ({q('conversation_id')}, {q('id')}) <= ({conversation}, 9223372036854775807) "
@@ -346,14 +361,37 @@ def load_wakes(wake_ids: list[int], store: DjangoStore | None = None) -> list[tu
     return out
 
 
-def _as_session(session_id: str, call: Any, /, *args: Any, **kwargs: Any) -> Any:
+def _as_session(session_id: str, call: Any, /, *args: Any, taped: recording.Tape | None = None,
+                **kwargs: Any) -> Any:
     """`call(...)` with `channels.CURRENT_SESSION` set to this conversation (what channel actions
-    that write to the outbox read), cleared again when it returns."""
+    that write to the outbox read), cleared again when it returns; with `taped`, what the engine
+    takes from outside meanwhile is noted on it (`llm.recording`)."""
     entered = channels.enter_session(session_id)
     try:
-        return call(*args, **kwargs)
+        if taped is None:
+            return call(*args, **kwargs)
+        with recording.tape(taped):
+            return call(*args, **kwargs)
     finally:
         channels.leave_session(entered)
+
+
+def _recording(taped: recording.Tape, kwargs: dict[str, Any], result: Any) -> dict[str, Any]:
+    """What replaying this turn needs (`falai_django.replay`), kept on its run-log row: the engine's
+    clock, the `silenced` and `context` it ran with, the history it read (the newest row's id and
+    how many), the model's replies and what actions and tools answered, in order, and the turn's
+    summary (`turn_summary`: what the replay compares with)."""
+    history = kwargs.get("history") or []
+    return {
+        "v": 1,
+        "at": to_iso(taped.clock) if taped.clock is not None else None,
+        "silenced": recording.plain(kwargs.get("silenced")),
+        "context": recording.plain(kwargs.get("context")),
+        "history": {"upto": getattr(history, "upto", None), "n": len(history)},
+        "replies": taped.replies,
+        "effects": taped.effects,
+        "before": turn_summary(result),
+    }
 
 
 def context_for(session_id: str, session: Any, turn_input: dict[str, Any], given: Any = UNSET) -> Any:
@@ -437,6 +475,7 @@ def _turn_loop(record: TurnRecord, *, agent: Any, context: Any, streaming: bool,
         context = stored["context"]
     replays = 0
     max_replays = conf.get("MAX_REPLAYS")
+    recorded = bool(conf.get("RECORD_MODEL_REPLIES"))
     pending_inbox = record if inbox_first and record.pk is None else None
     if ordered and pending_inbox is None and record.pk is not None:  # saved already (the desk's inputs)
         if record.claimed_until is None and record.status == TurnRecord.Status.RECEIVED:
@@ -461,18 +500,20 @@ def _turn_loop(record: TurnRecord, *, agent: Any, context: Any, streaming: bool,
                 silenced = channels.silenced_by_channel(record.kind, session, agent, stored["turn"])
             kwargs = _turn_kwargs(record, session, history, context_for(session_id, session, stored["turn"], context),
                                   silenced)
+            taped = recording.Tape() if recorded else None
             if streaming:
                 # The conversation is marked only while the engine runs, never across a yield: a
                 # stream its reader abandons must not leave it set for whatever runs next.
                 result = None
                 chunks = agent.turn_stream(**kwargs)
-                while (chunk := _as_session(session_id, next, chunks, None)) is not None:
+                while (chunk := _as_session(session_id, next, chunks, None, taped=taped)) is not None:
                     if chunk.get("done"):
                         result = chunk["result"]
                     elif chunk.get("delta"):
                         yield {"delta": chunk["delta"]}
             else:
-                result = _as_session(session_id, agent.turn, **kwargs)
+                result = _as_session(session_id, agent.turn, taped=taped, **kwargs)
+            kept = _recording(taped, kwargs, result) if taped is not None else None
         except ProviderError as exc:
             return inbox.park(record, exc, replays)
         except Exception as exc:
@@ -483,9 +524,9 @@ def _turn_loop(record: TurnRecord, *, agent: Any, context: Any, streaming: bool,
             raise
 
         if not result.changed:
-            return _record_unchanged(record, result, replays, session)
+            return _record_unchanged(record, result, replays, session, kept)
         try:
-            host_result = _commit(record, session, result, replays, store, send_inline=send_inline)
+            host_result = _commit(record, session, result, replays, store, send_inline=send_inline, recording=kept)
         except (SessionConflictError, IntegrityError) as exc:
             replays += 1
             logger.info("falai host: %s on %s, replaying %s (%d)", type(exc).__name__, session_id, record.input_key,
@@ -499,12 +540,13 @@ def _turn_loop(record: TurnRecord, *, agent: Any, context: Any, streaming: bool,
 
 
 def _commit(record: TurnRecord, session: Any, result: Any, replays: int, store: DjangoStore, *,
-            send_inline: bool = False) -> HostResult:
+            send_inline: bool = False, recording: dict[str, Any] | None = None) -> HostResult:
     session_id = record.conversation_id
     unsaved = record.pk is None
     counters = (record.replays, record.attempts, record.status)
     write = TurnWrite(record=record, session_id=session_id, expected=session.version if session is not None else 0,
-                      result=result, replays=replays, now=timezone.now(), send_inline=send_inline)
+                      result=result, replays=replays, now=timezone.now(), send_inline=send_inline,
+                      recording=recording)
     try:
         version, handoff = write_turn(write, store)
     except BaseException:
@@ -521,9 +563,10 @@ def _commit(record: TurnRecord, session: Any, result: Any, replays: int, store: 
                       result=result, replays=replays, version=version)
 
 
-def _record_unchanged(record: TurnRecord, result: Any, replays: int, session: Any) -> HostResult:
+def _record_unchanged(record: TurnRecord, result: Any, replays: int, session: Any,
+                      recording: dict[str, Any] | None = None) -> HostResult:
     with transaction.atomic():
-        inbox.finish(record, TurnRecord.Status.UNCHANGED, result, replays)
+        inbox.finish(record, TurnRecord.Status.UNCHANGED, result, replays, recording=recording)
         if record.kind == TurnRecord.Kind.WAKE:
             Wake.objects.mark_fired(record.conversation_id, record.input_key, timezone.now())
     return HostResult(turn_id=record.pk, session_id=record.conversation_id, status=TurnRecord.Status.UNCHANGED,

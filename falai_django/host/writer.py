@@ -43,6 +43,7 @@ class TurnWrite:
     replays: int
     now: datetime
     send_inline: bool = False  # a worker sends right after commit (no hand-off at all)
+    recording: dict[str, Any] | None = None  # what a replay needs (`run_log`), or None
 
 
 def _inbound_rows(write: TurnWrite, turn_id: int | None) -> list[dict[str, Any]]:
@@ -104,7 +105,7 @@ _HISTORY_COLUMNS = (
     ("after_ms", "integer"), ("emission_key", "text"), ("idempotency_key", "text"), ("send_status", "text"),
     ("send_attempts", "integer"), ("queued_at", "timestamptz"), ("send_error", "text"),
 )
-_RUN_LOG_JSON = ("started", "ended", "outcomes", "skipped", "schedule", "usage")
+_RUN_LOG_JSON = ("started", "ended", "outcomes", "skipped", "schedule", "usage", "recording")
 
 
 def _json(value: Any) -> str:
@@ -123,7 +124,7 @@ def _write_postgres(write: TurnWrite, store: DjangoStore, connection: Any, *, no
     saved, text = stamped(result.session, write.expected)
     model = store.get_model_class()
     _, session_params = save_statement(connection, model, saved, text, write.expected)
-    log = run_log(result)
+    log = run_log(result, write.recording)
     params: list[Any] = list(session_params)
     log_params: list[Any] = [TurnRecord.Status.DONE.value, saved.version] + [
         (_json(value) if value is not None else None) if name in _RUN_LOG_JSON else value
@@ -262,7 +263,8 @@ def _write_orm(write: TurnWrite, store: DjangoStore) -> int:
     alias = store.db_alias()
     with transaction.atomic(using=alias):
         saved = store.save(result.session, write.expected)
-        finish(record, TurnRecord.Status.DONE, result, write.replays, version=saved.version, using=alias)
+        finish(record, TurnRecord.Status.DONE, result, write.replays, version=saved.version, using=alias,
+               recording=write.recording)
         outbox.write_outbox(_inbound_rows(write, record.pk) + _outbound_rows(write, record.pk), using=alias)
         schedule = result.schedule
         new_keys = [entry.key for entry in schedule]

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from . import recording
 from .types import GenerateOutput, StreamChunk, as_chunk, as_output, read_usage
 
 __all__ = ["HOME_LOOP", "call_media", "call_provider", "observe_calls", "resolve_awaitable", "stream_provider", "trace_calls"]
@@ -156,9 +157,11 @@ def call_provider(provider: Any, request: Any) -> GenerateOutput:
             else:
                 output = as_output(resolve_awaitable(provider.generate_message(request)))
     except BaseException as exc:
+        recording.note_reply(request, error=exc)
         _report(provider, None, exc, started)
         _finish(span, None, exc)
         raise
+    recording.note_reply(request, output)
     _report(provider, output, None, started)
     _finish(span, output, None)
     return output
@@ -195,13 +198,16 @@ def stream_provider(provider: Any, request: Any) -> Iterator[StreamChunk]:
             yield last
             started += time.perf_counter() - paused
     except GeneratorExit:  # the reader stopped early: the call itself did not fail
+        recording.note_reply(request, _streamed(last, usage))
         _report(provider, _streamed(last, usage), None, started)
         _finish(span, _streamed(last, usage), None)
         raise
     except BaseException as exc:
+        recording.note_reply(request, error=exc)
         _report(provider, None, exc, started)
         _finish(span, None, exc)
         raise
+    recording.note_reply(request, _streamed(last, usage))
     _report(provider, _streamed(last, usage), None, started)
     _finish(span, _streamed(last, usage), None)
 

@@ -294,6 +294,10 @@ class TurnRecord(models.Model):
     schedule = models.JSONField(_("schedule"), default=list, blank=True)
     llm_calls = models.IntegerField(_("LLM calls"), default=0)
     usage = models.JSONField(_("usage"), null=True, blank=True)
+    # What replaying the turn needs (`FALAI["RECORD_MODEL_REPLIES"]`): the clock, `silenced`,
+    # `context`, the history it read, the model's replies, what actions and tools answered, and
+    # the turn as it ran. Written with the run log, in the same statement (falai_django.replay).
+    recording = models.JSONField(_("recording"), null=True, blank=True)
     # Set on an input run in-line by its caller (the API, the desk) while it is `received`: the
     # workers draining the conversation wait for it instead of running it (host/ordering.py).
     claimed_until = models.DateTimeField(_("claimed until"), null=True, blank=True)
