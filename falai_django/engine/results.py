@@ -109,14 +109,36 @@ class TurnResult(_ResultModel):
 SUMMARY_PARTS: tuple[str, ...] = ("messages", "codes", "data", "schedule", "ended")
 
 
-def turn_summary(result: TurnResult) -> dict[str, Any]:
+def turn_summary(result: TurnResult, *, data: bool = True) -> dict[str, Any]:
     """What a turn did, in the five parts a replay compares (`SUMMARY_PARTS`): the message texts,
-    the outcome codes (a line without a code as `kind:status`), the collected data after the turn,
-    the wake keys it scheduled and the reasons of the runs it ended. Plain JSON."""
-    return {
+    the outcome codes (a line without a code as `kind:status`), the collected data after the turn
+    (left out with `data=False`), the wake keys it scheduled and the reasons of the runs it ended.
+    Plain JSON."""
+    summary: dict[str, Any] = {
         "messages": [m.text for m in result.messages],
         "codes": [o.code or f"{o.kind}:{o.status}" for o in result.outcomes],
-        "data": result.session.model_dump(mode="json", include={"data"}).get("data", {}),
         "schedule": [e.key for e in result.schedule],
         "ended": [e.reason for e in result.ended],
     }
+    if data:
+        summary["data"] = result.session.model_dump(mode="json", include={"data"}).get("data", {})
+    return summary
+
+
+def data_changes(before: dict[str, Any] | None, after: dict[str, Any]) -> dict[str, Any]:
+    """The keys of `after` that are new or changed since `before`, and None for the keys it lost:
+    `apply_changes(before, data_changes(before, after)) == after`. A recording keeps these rather
+    than the whole data on every turn."""
+    before = before or {}
+    changes = {key: value for key, value in after.items() if key not in before or before[key] != value}
+    changes.update((key, None) for key in before if key not in after)
+    return changes
+
+
+def apply_changes(data: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`data` with `changes` (from `data_changes`) applied, as a new dict."""
+    out = {**data, **changes}
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+    return out

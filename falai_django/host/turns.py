@@ -39,7 +39,7 @@ from django.utils import timezone
 from falai_django import channels, conf
 from falai_django.engine.errors import ProviderError, SessionConflictError
 from falai_django.engine.jstime import to_iso
-from falai_django.engine.results import turn_summary
+from falai_django.engine.results import data_changes, turn_summary
 from falai_django.host import inbox, jobs, ordering, outages
 from falai_django.host.delivery import send_after_commit
 from falai_django.host.inbox import HostResult
@@ -379,9 +379,13 @@ def _as_session(session_id: str, call: Any, /, *args: Any, taped: recording.Tape
 def _recording(taped: recording.Tape, kwargs: dict[str, Any], result: Any) -> dict[str, Any]:
     """What replaying this turn needs (`falai_django.replay`), kept on its run-log row: the engine's
     clock, the `silenced` and `context` it ran with, the history it read (the newest row's id and
-    how many), the model's replies and what actions and tools answered, in order, and the turn's
-    summary (`turn_summary`: what the replay compares with)."""
+    how many), the model's replies and what actions and tools answered, in order, and what the
+    turn did: its messages, outcome codes, wake keys and ended runs (`turn_summary`) and, rather
+    than the whole collected data on every turn, the keys it changed (`data_changes`)."""
     history = kwargs.get("history") or []
+    session = kwargs.get("session")
+    after = result.session
+    changes = {} if after is session else data_changes(session.data if session is not None else None, after.data)
     return {
         "v": 1,
         "at": to_iso(taped.clock) if taped.clock is not None else None,
@@ -390,7 +394,8 @@ def _recording(taped: recording.Tape, kwargs: dict[str, Any], result: Any) -> di
         "history": {"upto": getattr(history, "upto", None), "n": len(history)},
         "replies": taped.replies,
         "effects": taped.effects,
-        "before": turn_summary(result),
+        "before": turn_summary(result, data=False),
+        "data_changes": recording.plain(changes),
     }
 
 

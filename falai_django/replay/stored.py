@@ -4,7 +4,7 @@
   order they ran, each with its recording (`TurnRecord.recording`) and the slice of the stored
   transcript it read. A turn written before recordings were kept (or with
   `RECORD_MODEL_REPLIES = False`) replays without model replies and with what the run log says
-  it did (its collected data unknown, so not compared).
+  it did (its collected data, and every later turn's, unknown, so not compared).
 - `replay(session_id, *, agent=None, live=False)`: the case replayed (`cases.run_case`) through
   the running agent or `agent`. Writes nothing, sends nothing.
 - `sessions_for(...)`, `agent_with_version(...)`: what `falai_replay` picks and replays against.
@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from falai_django import conf
+from falai_django.engine.results import apply_changes
 from falai_django.models import History, TurnRecord
 
 from .cases import CASE_FORMAT, run_case
@@ -51,7 +52,17 @@ def case_of(session_id: str) -> dict[str, Any]:
     for _, role, content, turn_id, kind in lines:
         if turn_id is not None and role == History.Role.ASSISTANT and kind in ("ai", "verbatim"):
             said.setdefault(turn_id, []).append(content)
-    turns = [_case_turn(row, ids, lines, said) for row in rows if row["status"] in _FINISHED]
+    turns, data = [], {}
+    for row in rows:
+        if row["status"] not in _FINISHED:
+            continue
+        turn = _case_turn(row, ids, lines, said)
+        # The collected data after each turn, from the keys each one changed; unknown (not
+        # compared) from a turn without a recording on.
+        changes = (row["recording"] or {}).get("data_changes")
+        data = apply_changes(data, changes) if data is not None and isinstance(changes, dict) else None
+        turn["before"]["data"] = data
+        turns.append(turn)
     return {"format": CASE_FORMAT, "version": 1, "session_id": session_id,
             "transcript": [{"role": role, "content": content} for _, role, content, _, _ in lines],
             "turns": turns}
@@ -70,7 +81,7 @@ def _case_turn(row: dict[str, Any], ids: list[int], lines: list[tuple], said: di
         end = bisect.bisect_right(ids, upto) if upto is not None else 0
         turn.update(at=kept.get("at"), silenced=kept.get("silenced"), context=kept.get("context"),
                     history=[max(0, end - count), end], replies=kept.get("replies") or [],
-                    effects=kept.get("effects") or [], before=kept.get("before") or {})
+                    effects=kept.get("effects") or [], before=dict(kept.get("before") or {}))
         return turn
     # No recording: the run log and the transcript say what the turn did; the history it read is
     # the transcript before its own lines.
@@ -81,7 +92,6 @@ def _case_turn(row: dict[str, Any], ids: list[int], lines: list[tuple], said: di
                 context=stored.get("context"), history=[max(0, end - limit), end], replies=[], effects=[],
                 before={"messages": said.get(row["id"], []),
                         "codes": [o.get("code") or f"{o.get('kind')}:{o.get('status')}" for o in row["outcomes"] or []],
-                        "data": None,  # not kept: not compared
                         "schedule": [e.get("key") for e in row["schedule"] or []],
                         "ended": [e.get("reason") for e in row["ended"] or []]})
     return turn

@@ -88,7 +88,12 @@ def test_every_turn_keeps_its_recording_on_its_run_log_row(conversation):
     assert second["replies"][0]["reply"]["structured"] == {"fields": {"nome": "Ana"}}
     assert second["history"] == {"upto": History.objects.filter(conversation_id=SID).order_by("id")[1].id, "n": 2}
     assert second["before"] == {"messages": ["Prazer, Ana!"], "codes": ["collect:ok", "wait:waiting", "idle:ok"],
-                                "data": {"nome": "Ana"}, "schedule": [rows[2].input_key], "ended": []}
+                                "schedule": [rows[2].input_key], "ended": []}
+    # the data a turn changed, not the whole data on every turn; the case adds them up
+    assert [r["data_changes"] for r in (first, second, wake, event, silenced)] == [
+        {}, {"nome": "Ana"}, {}, {"valor": "R$ 10"}, {}]
+    assert [t["before"]["data"] for t in case_of(SID)["turns"]] == [
+        {}, {"nome": "Ana"}, {"nome": "Ana"}, {"nome": "Ana", "valor": "R$ 10"}, {"nome": "Ana", "valor": "R$ 10"}]
     assert wake["replies"] == [] and wake["before"]["messages"] == ["Obrigado, Ana! Até logo."]
     assert event["effects"] == [{"action": "registrar", "result": {"ok": True, "detail": "registrado"},
                                  "set": [{"valor": "R$ 10"}]}]
@@ -341,3 +346,55 @@ def test_the_command_as_a_real_process(conversation, tmp_path):
     assert manage("nobody").returncode == 2
     exported = manage("--export", SID)
     assert exported.returncode == 0 and json.loads(exported.stdout)["session_id"] == SID
+
+
+def saldo_agent(handler: Any, provider: Any) -> Any:
+    f = falai().fields({"conta": {"type": "string", "ask": "Pergunte o número da conta."}})
+    return f.agent(
+        name="Ana", provider=provider, clock=agents.clock(),
+        tools=[{"id": "consulta", "description": "o saldo da conta", "handler": handler,
+                "parameters": {"type": "object", "properties": {"conta": {"type": "string"}}, "required": ["conta"]}}],
+        flows=[f.flow({"id": "saldo", "name": "Saldo", "on": [{"message": []}],
+                       "steps": [{"id": "s", "prompt": "Informe o saldo.", "collect": ["conta"]}]})])
+
+
+def test_a_tool_answers_from_the_recording_and_never_runs_again():
+    calls: list[Any] = []
+
+    def consulta(args, ctx):
+        calls.append(args)
+        return {"value": {"saldo": 10}, "data": {"conta": args["conta"]}}
+
+    provider = mock_provider(understand=[{}] * 5, speak=[
+        {"message": "Deixa eu ver...", "toolCalls": [{"toolName": "consulta", "arguments": {"conta": "9"}}]},
+        {"message": "Seu saldo é R$ 10."}])
+    agents.use(saldo_agent(consulta, provider))
+    host.handle_message(SID, "meu saldo, conta 9", id="m1")
+    assert calls == [{"conta": "9"}]
+    recorded = TurnRecord.objects.get(conversation_id=SID).recording
+    assert [r["schema"] for r in recorded["replies"]] == ["understand", "speak", "speak"][-len(recorded["replies"]):]
+    assert recorded["effects"] == [{"tool": "consulta", "text": '{"saldo":10}', "data": {"conta": "9"}}]
+
+    report = replay(SID)
+    assert report.same and report.turns[0].after["data"] == {"conta": "9"}
+    assert report.turns[0].after["messages"] == ["Seu saldo é R$ 10."]
+    assert calls == [{"conta": "9"}]  # the tool's handler never ran again
+
+
+def test_a_streamed_turn_replays_like_any_other(conversation):
+    events = list(host.stream(SID + "s", {"message": "oi", "id": "s1"}))
+    assert events[-1]["done"] is True
+    recorded = TurnRecord.objects.get(conversation_id=SID + "s").recording
+    assert [r["schema"] for r in recorded["replies"]] == ["speak"]
+    report = replay(SID + "s")
+    assert report.same and report.turns[0].after["messages"] == ["Oi! Com quem eu falo?"]
+
+
+def test_data_changes_add_up_to_the_data_again():
+    from falai_django.engine.results import apply_changes, data_changes
+
+    before, after = {"nome": "Ana", "cidade": "Rio", "valor": 1}, {"nome": "Ana", "valor": 2, "email": "a@b.c"}
+    changes = data_changes(before, after)
+    assert changes == {"valor": 2, "email": "a@b.c", "cidade": None}
+    assert apply_changes(before, changes) == after and before["cidade"] == "Rio"  # a new dict
+    assert data_changes(None, {"nome": "Ana"}) == {"nome": "Ana"} and data_changes(after, after) == {}
