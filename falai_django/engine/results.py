@@ -104,8 +104,6 @@ class TurnResult(_ResultModel):
     usage: Usage | None = None
 
 
-
-
 SUMMARY_PARTS: tuple[str, ...] = ("messages", "codes", "data", "schedule", "ended")
 
 
@@ -116,13 +114,23 @@ def turn_summary(result: TurnResult, *, data: bool = True) -> dict[str, Any]:
     Plain JSON."""
     summary: dict[str, Any] = {
         "messages": [m.text for m in result.messages],
-        "codes": [o.code or f"{o.kind}:{o.status}" for o in result.outcomes],
+        "codes": [outcome_code(o.code, o.kind, o.status) for o in result.outcomes],
         "schedule": [e.key for e in result.schedule],
         "ended": [e.reason for e in result.ended],
     }
     if data:
-        summary["data"] = result.session.model_dump(mode="json", include={"data"}).get("data", {})
+        summary["data"] = session_data(result.session)
     return summary
+
+
+def outcome_code(code: str | None, kind: str | None, status: str | None) -> str:
+    """An outcome line as `turn_summary` lists it: its code, or `kind:status` when it has none."""
+    return code or f"{kind}:{status}"
+
+
+def session_data(session: Session | None) -> dict[str, Any]:
+    """The session's collected data as plain JSON ({} without a session)."""
+    return session.model_dump(mode="json", include={"data"}).get("data", {}) if session is not None else {}
 
 
 def data_changes(before: dict[str, Any] | None, after: dict[str, Any]) -> dict[str, Any]:

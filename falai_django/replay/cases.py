@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from os import PathLike
 from typing import Any
 
-from falai_django.engine.results import SUMMARY_PARTS, turn_summary
+from falai_django.engine.results import SUMMARY_PARTS, session_data, turn_summary
 from falai_django.llm import recording
 
 from .cassette import ReplayDeck
@@ -78,7 +78,7 @@ def run_case(case: Mapping[str, Any], agent: Any, *, live: bool = False) -> Repl
                 version = session.version if session is not None else 0
                 session = result.session.model_copy(update={"version": version + 1})
         else:
-            after = {"messages": [], "codes": [], "data": _data(session), "schedule": [], "ended": []}
+            after = {"messages": [], "codes": [], "data": session_data(session), "schedule": [], "ended": []}
         before = dict(turn.get("before") or {})
         diffs = [part for part in SUMMARY_PARTS if before.get(part) is not None and before.get(part) != after[part]]
         if error:
@@ -90,10 +90,6 @@ def run_case(case: Mapping[str, Any], agent: Any, *, live: bool = False) -> Repl
     first = next((t.index for t in turns if not t.same), None)
     return ReplayReport(session_id=session_id, same=first is None, first_difference=first, turns=turns,
                         model_calls=model_calls)
-
-
-def _data(session: Any) -> dict[str, Any]:
-    return session.model_dump(mode="json", include={"data"}).get("data", {}) if session is not None else {}
 
 
 def _turn_kwargs(session_id: str, turn: Mapping[str, Any], session: Any, transcript: list[Any]) -> dict[str, Any]:

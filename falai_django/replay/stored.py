@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from falai_django import conf
-from falai_django.engine.results import apply_changes
+from falai_django.engine.results import apply_changes, outcome_code
 from falai_django.models import History, TurnRecord
 
 from .cases import CASE_FORMAT, run_case
@@ -47,16 +47,12 @@ def case_of(session_id: str) -> dict[str, Any]:
         raise ReplayError(f"conversation {session_id!r} has no turns to replay")
     lines = list(History.objects.transcript(session_id).order_by("id").values_list("id", "role", "content", "turn_id",
                                                                                "kind"))
-    ids = [line[0] for line in lines]
-    said: dict[int, list[str]] = {}
-    for _, role, content, turn_id, kind in lines:
-        if turn_id is not None and role == History.Role.ASSISTANT and kind in ("ai", "verbatim"):
-            said.setdefault(turn_id, []).append(content)
+    transcript = _Transcript(lines)
     turns, data = [], {}
     for row in rows:
         if row["status"] not in _FINISHED:
             continue
-        turn = _case_turn(row, ids, lines, said)
+        turn = _case_turn(row, transcript)
         # The collected data after each turn, from the keys each one changed; unknown (not
         # compared) from a turn without a recording on.
         changes = (row["recording"] or {}).get("data_changes")
@@ -68,7 +64,34 @@ def case_of(session_id: str) -> dict[str, Any]:
             "turns": turns}
 
 
-def _case_turn(row: dict[str, Any], ids: list[int], lines: list[tuple], said: dict[int, list[str]]) -> dict[str, Any]:
+class _Transcript:
+    """The stored transcript's lines `(id, role, content, turn_id, kind)` in id order, read once
+    for every turn of a case: where each turn's history ends."""
+
+    def __init__(self, lines: list[tuple[Any, ...]]) -> None:
+        self.ids = [line[0] for line in lines]
+        self.first_of: dict[int, int] = {}  # a turn's first line
+        self.said: dict[int, list[str]] = {}  # a turn's sent texts
+        for index, (_, role, content, turn_id, kind) in enumerate(lines):
+            if turn_id is None:
+                continue
+            self.first_of.setdefault(turn_id, index)
+            if role == History.Role.ASSISTANT and kind in ("ai", "verbatim"):
+                self.said.setdefault(turn_id, []).append(content)
+        self.turn_ids = sorted(line[3] for line in lines if line[3] is not None)
+
+    def end_upto(self, row_id: int | None) -> int:
+        """The history's end for a recorded turn: past the newest row it read."""
+        return bisect.bisect_right(self.ids, row_id) if row_id is not None else 0
+
+    def end_before(self, turn_id: int) -> int:
+        """The history's end for a turn without a recording: before its own lines (or the lines
+        of the turns before it, when it wrote none)."""
+        first = self.first_of.get(turn_id)
+        return first if first is not None else bisect.bisect_left(self.turn_ids, turn_id)
+
+
+def _case_turn(row: dict[str, Any], transcript: _Transcript) -> dict[str, Any]:
     stored = row["input"] or {}
     kept = row["recording"]
     turn: dict[str, Any] = {"input_key": row["input_key"], "kind": row["kind"], "turn": dict(stored.get("turn") or {})}
@@ -77,21 +100,20 @@ def _case_turn(row: dict[str, Any], ids: list[int], lines: list[tuple], said: di
             turn[name] = stored[name]
     if kept:
         history = kept.get("history") or {}
-        upto, count = history.get("upto"), int(history.get("n") or 0)
-        end = bisect.bisect_right(ids, upto) if upto is not None else 0
+        end, count = transcript.end_upto(history.get("upto")), int(history.get("n") or 0)
         turn.update(at=kept.get("at"), silenced=kept.get("silenced"), context=kept.get("context"),
                     history=[max(0, end - count), end], replies=kept.get("replies") or [],
                     effects=kept.get("effects") or [], before=dict(kept.get("before") or {}))
         return turn
     # No recording: the run log and the transcript say what the turn did; the history it read is
     # the transcript before its own lines.
-    own = [i for i, line in enumerate(lines) if line[3] == row["id"]]
-    end = own[0] if own else sum(1 for line in lines if line[3] is not None and line[3] < row["id"])
+    end = transcript.end_before(row["id"])
     limit = int(conf.get("HISTORY_LIMIT"))
     turn.update(at=(stored.get("turn") or {}).get("at") or _iso(row["received_at"]), silenced=stored.get("silenced"),
                 context=stored.get("context"), history=[max(0, end - limit), end], replies=[], effects=[],
-                before={"messages": said.get(row["id"], []),
-                        "codes": [o.get("code") or f"{o.get('kind')}:{o.get('status')}" for o in row["outcomes"] or []],
+                before={"messages": transcript.said.get(row["id"], []),
+                        "codes": [outcome_code(o.get("code"), o.get("kind"), o.get("status"))
+                                  for o in row["outcomes"] or []],
                         "schedule": [e.get("key") for e in row["schedule"] or []],
                         "ended": [e.get("reason") for e in row["ended"] or []]})
     return turn

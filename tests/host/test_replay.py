@@ -398,3 +398,28 @@ def test_data_changes_add_up_to_the_data_again():
     assert changes == {"valor": 2, "email": "a@b.c", "cidade": None}
     assert apply_changes(before, changes) == after and before["cidade"] == "Rio"  # a new dict
     assert data_changes(None, {"nome": "Ana"}) == {"nome": "Ana"} and data_changes(after, after) == {}
+
+
+def test_turns_without_a_recording_replay_from_the_run_log_and_the_transcript(settings):
+    settings.FALAI = {**settings.FALAI, "RECORD_MODEL_REPLIES": False}
+    agents.use(ana())
+    host.handle_message(SID, "oi", id="m1")
+    host.handle_message(SID, "meu nome é Ana", id="m2")
+    agents.clock().advance("61m")
+    (key,) = Wake.objects.filter(conversation_id=SID).values_list("key", flat=True)
+    host.handle_wake(SID, key)
+    case = case_of(SID)
+    slices = [[i["content"] for i in case["transcript"][a:b]] for a, b in (t["history"] for t in case["turns"])]
+    assert slices == [[], ["oi", "Oi! Com quem eu falo?"], ["oi", "Oi! Com quem eu falo?", "meu nome é Ana",
+                                                            "Prazer, Ana!"]]
+    assert [t["before"] for t in case["turns"]] == [
+        {"messages": ["Oi! Com quem eu falo?"], "codes": ["collect:ok"], "schedule": [], "ended": [], "data": None},
+        {"messages": ["Prazer, Ana!"], "codes": ["collect:ok", "wait:waiting", "idle:ok"], "schedule": [key],
+         "ended": [], "data": None},
+        {"messages": ["Obrigado, Ana! Até logo."], "codes": ["no-reply", "say:ok"], "schedule": [], "ended": ["end"],
+         "data": None}]
+    report = replay(SID)
+    # no replies kept: the message turns need the model (so the name is never collected, and the
+    # wake that said goodbye finds nothing to wake)
+    assert [t.needs_model for t in report.turns] == [True, True, False] and report.first_difference == 0
+    assert report.turns[2].after["messages"] == [] and "messages" in report.turns[2].diffs
