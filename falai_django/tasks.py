@@ -31,3 +31,10 @@ def process_turns(record_ids: list[int]) -> int:
     if error is not None:
         raise error
     return len(record_ids)
+
+
+def replay_run(run_id: int) -> str:
+    """The admin's "Replay recent conversations against this version" (`replay.runs`)."""
+    from falai_django.replay import runs
+
+    return runs.execute(run_id)

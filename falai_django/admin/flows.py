@@ -6,6 +6,10 @@
 - The page shows a picture of the saved flow (`chart.flow_svg`), every saved version with
   who saved it, a diff of each against the current one, and a revert button (a POST form).
 - "Where customers drop out" (`funnel.flow_funnel`) is one page per flow with a date range.
+- A version's page offers "Replay recent conversations against this version" (`replay.runs`):
+  the run goes to a django-q2 worker; its page shows the progress, then each conversation as
+  same / different / needs model with the turn-by-turn differences side by side. Starting and
+  reading a replay both need the flows' change permission.
 """
 
 from __future__ import annotations
@@ -19,7 +23,14 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -31,7 +42,7 @@ from django.utils.translation import gettext_lazy as _
 from falai_django import conf, jsondepth
 from falai_django.engine.spec import flow_spec_schema
 from falai_django.flows import chart, funnel
-from falai_django.models import Flow, FlowVersion
+from falai_django.models import Flow, FlowVersion, ReplayResult, ReplayRun
 
 SPEC_TEMPLATE = {"id": "", "name": "", "on": [{"message": []}], "steps": []}
 ENDING_LABELS = {"completed": _("completed"), "silenced": _("silenced"), "failed": _("failed"),
@@ -139,6 +150,9 @@ class FlowAdmin(admin.ModelAdmin):
             path("<path:object_id>/versions/<int:version>/", wrap(self.version_view), name="falai_django_flow_version"),
             path("<path:object_id>/versions/<int:version>/revert/", wrap(self.revert_view),
                  name="falai_django_flow_revert"),
+            path("<path:object_id>/versions/<int:version>/replay/", wrap(self.replay_start_view),
+                 name="falai_django_flow_replay_start"),
+            path("<path:object_id>/replays/<int:run_id>/", wrap(self.replay_view), name="falai_django_flow_replay"),
             path("<path:object_id>/funnel/", wrap(self.funnel_view), name="falai_django_flow_funnel"),
             path("picture/", wrap(self.picture_view), name="falai_django_flow_picture"),
             path("draft/", wrap(self.draft_view), name="falai_django_flow_draft"),
@@ -171,8 +185,73 @@ class FlowAdmin(admin.ModelAdmin):
             "can_revert": self.has_change_permission(request, flow) and old.version != flow.version,
             "revert_url": reverse("admin:falai_django_flow_revert", args=[quote(flow.pk), version]),
             "change_url": reverse("admin:falai_django_flow_change", args=[quote(flow.pk)]),
+            **self._replay_context(request, flow, version),
         }
         return TemplateResponse(request, "admin/falai_django/flow/version.html", context)
+
+    # -- "Replay recent conversations against this version"
+    def _replay_context(self, request: HttpRequest, flow: Flow, version: int) -> dict[str, Any]:
+        from falai_django.replay.runs import MAX_LIMIT
+
+        if not self.has_change_permission(request, flow):
+            return {"can_replay": False}
+        runs = ReplayRun.objects.filter(flow=flow, version=version).select_related("requested_by")[:10]
+        return {
+            "can_replay": True, "replay_max": MAX_LIMIT, "replay_scopes": ReplayRun.Scope.choices,
+            "replay_start_url": reverse("admin:falai_django_flow_replay_start", args=[quote(flow.pk), version]),
+            "replays": [{"run": run, "url": reverse("admin:falai_django_flow_replay", args=[quote(flow.pk), run.pk])}
+                        for run in runs],
+        }
+
+    def replay_start_view(self, request: HttpRequest, object_id: str, version: int) -> HttpResponse:
+        """Queue a replay of the latest conversations against `version` (POST: `scope`, `limit`)."""
+        from falai_django.replay import runs
+
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        flow = self._flow(request, object_id)
+        if not self.has_change_permission(request, flow):
+            raise PermissionDenied
+        version_url = reverse("admin:falai_django_flow_version", args=[quote(flow.pk), version])
+        scope = request.POST.get("scope") or ReplayRun.Scope.FLOW
+        try:
+            limit = int(request.POST.get("limit") or 50)
+            run = runs.start(flow, version, user=request.user, scope=scope, limit=limit)
+        except runs.ReplayError:
+            raise Http404(gettext("Flow %(id)s has no version %(v)s.") % {"id": flow.pk, "v": version}) from None
+        except ValueError:
+            self.message_user(request, gettext("Not started: choose which conversations, and at most %(max)s of "
+                                               "them.") % {"max": runs.MAX_LIMIT}, messages.ERROR)
+            return HttpResponseRedirect(version_url)
+        return HttpResponseRedirect(reverse("admin:falai_django_flow_replay", args=[quote(flow.pk), run.pk]))
+
+    def replay_view(self, request: HttpRequest, object_id: str, run_id: int) -> HttpResponse:
+        """A replay's progress, then its conversations; `?progress=1` answers the progress as JSON
+        (the page polls it while the worker runs)."""
+        from falai_django.replay.runs import stalled
+
+        flow = self._flow(request, object_id)
+        if not self.has_change_permission(request, flow):
+            raise PermissionDenied
+        run = ReplayRun.objects.filter(flow=flow, pk=run_id).select_related("requested_by").first()
+        if run is None:
+            raise Http404(gettext("Flow %(id)s has no replay %(n)s.") % {"id": flow.pk, "n": run_id})
+        idle = stalled(run)
+        if request.GET.get("progress"):
+            return JsonResponse({"state": run.state, "finished": run.finished, "total": run.total, "done": run.done,
+                                 "same": run.same, "different": run.different, "needs_model": run.needs_model,
+                                 "errors": run.errors, "error": run.error,
+                                 "stalled_s": int(idle.total_seconds()) if idle else None})
+        results = list(run.results.all()) if run.finished else []
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "flow": flow, "run": run,
+            "title": gettext("Replay against version %(v)s of %(flow)s") % {"v": run.version, "flow": flow},
+            "stalled": idle, "results": [_result_row(r) for r in results],
+            "change_url": reverse("admin:falai_django_flow_change", args=[quote(flow.pk)]),
+            "version_url": reverse("admin:falai_django_flow_version", args=[quote(flow.pk), run.version]),
+            "progress_url": f"{request.path}?progress=1",
+        }
+        return TemplateResponse(request, "admin/falai_django/flow/replay.html", context)
 
     def revert_view(self, request: HttpRequest, object_id: str, version: int) -> HttpResponse:
         if request.method != "POST":
@@ -255,3 +334,39 @@ class FlowAdmin(admin.ModelAdmin):
             **self.admin_site.each_context(request), "opts": self.model._meta,
             "title": gettext("Write a draft flow from a description"), "description": description, "error": error,
         }, status=400 if error else 200)
+
+
+PART_LABELS = {"messages": _("messages"), "codes": _("codes"), "data": _("data"), "schedule": _("schedule"),
+               "ended": _("ended")}
+
+
+def _result_row(result: ReplayResult) -> dict[str, Any]:
+    """One replayed conversation for the page: its link, and (when it is not the same) every turn
+    with the five parts before and after, side by side."""
+    row: dict[str, Any] = {"result": result, "turns": []}
+    if result.status != ReplayResult.Status.SAME:
+        for turn in (result.report or {}).get("turns") or []:
+            diffs = set(turn.get("diffs") or [])
+            row["turns"].append({
+                "turn": turn, "parts": [
+                    {"name": part, "label": label, "changed": part in diffs,
+                     "before": _shown(part, (turn.get("before") or {}).get(part)),
+                     "after": _shown(part, (turn.get("after") or {}).get(part))}
+                    for part, label in PART_LABELS.items()]})
+    try:
+        row["url"] = reverse("admin:falai_django_conversation_change", args=[quote(result.conversation_id)])
+    except Exception:  # noqa: BLE001 - the conversation admin is not registered on this site
+        row["url"] = ""
+    return row
+
+
+def _shown(part: str, value: Any) -> str:
+    """A part as the page shows it: texts one per line, data as indented JSON; "—" when it is
+    not known (a turn recorded before recordings kept the data)."""
+    if value is None:
+        return "—" if part == "data" else ""
+    if part == "data":
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, list):
+        return "\n".join(str(item) for item in value)
+    return str(value)

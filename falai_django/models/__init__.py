@@ -5,7 +5,8 @@ tables, one migration history):
              outbox), `Wake`, `TurnRecord` (the durable inbox and run log), `TurnLock`,
              `EarlyStatus` (a channel's delivery status waiting for its row)
 - `handoff`  `Assignment`, `DeskEntry`, `SavedReply`, `ReadMarker` (the desk)
-- `flows`    `Flow`, `FlowVersion` (flows stored as data)
+- `flows`    `Flow`, `FlowVersion` (flows stored as data), `ReplayRun` and `ReplayResult`
+             (the admin's replays of a version)
 - `observe`  `MetricTotal` (counters summed across processes) and `DailyTotal` (by day),
              `Heartbeat` (the dispatcher's), `Operations` (the admin page's entry)
 - `sql`      the session row's statements, shared by the ORM store and the host's writer
@@ -16,7 +17,7 @@ the flows domain (`flows.saving`), which answers the model's signals (`Flow.clea
 `models.flows.checking_spec`).
 """
 
-from falai_django.models.flows import Flow, FlowVersion
+from falai_django.models.flows import Flow, FlowVersion, ReplayResult, ReplayRun
 from falai_django.models.handoff import Assignment, DeskEntry, ReadMarker, SavedReply
 from falai_django.models.host import (
     Conversation,
@@ -31,5 +32,5 @@ from falai_django.models.host import (
 from falai_django.models.observe import DailyTotal, Heartbeat, MetricTotal, Operations
 
 __all__ = ["Assignment", "Conversation", "DailyTotal", "DeskEntry", "EarlyStatus", "Flow", "FlowVersion", "Heartbeat",
-           "History", "HistoryItem", "MetricTotal", "Operations", "ReadMarker", "SavedReply", "Session", "TurnLock", "TurnRecord",
+           "History", "HistoryItem", "MetricTotal", "Operations", "ReadMarker", "ReplayResult", "ReplayRun", "SavedReply", "Session", "TurnLock", "TurnRecord",
            "Wake"]

@@ -124,3 +124,79 @@ class FlowVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.flow_id} v{self.version}"
+
+
+class ReplayRun(models.Model):
+    """One "Replay recent conversations against this version" asked for in the admin: which
+    conversations, against which stored flow version, and how far the worker got. Each
+    conversation's report is a `ReplayResult`. A replay writes nothing else (`falai_django.replay`)."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", _("queued")
+        RUNNING = "running", _("running")
+        DONE = "done", _("done")
+        FAILED = "failed", _("failed")
+
+    class Scope(models.TextChoices):
+        FLOW = "flow", _("conversations that ran this flow")
+        ALL = "all", _("any recent conversation")
+
+    flow = models.ForeignKey(Flow, verbose_name=_("flow"), on_delete=models.CASCADE, related_name="replays")
+    version = models.IntegerField(_("version"))
+    scope = models.CharField(_("conversations"), max_length=8, choices=Scope.choices, default=Scope.FLOW)
+    limit = models.PositiveIntegerField(_("at most"), default=50)
+    state = models.CharField(_("state"), max_length=8, choices=State.choices, default=State.QUEUED)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, verbose_name=_("requested by"), null=True,
+                                     blank=True, on_delete=models.SET_NULL, related_name="+")
+    requested_at = models.DateTimeField(_("requested at"), auto_now_add=True)
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    progress_at = models.DateTimeField(_("last progress at"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    total = models.IntegerField(_("conversations"), default=0)
+    done = models.IntegerField(_("replayed"), default=0)
+    same = models.IntegerField(_("same"), default=0)
+    different = models.IntegerField(_("different"), default=0)
+    needs_model = models.IntegerField(_("need the model"), default=0)
+    errors = models.IntegerField(_("could not replay"), default=0)
+    error = models.TextField(_("error"), blank=True, default="")
+
+    class Meta:
+        db_table = "falai_replay_run"
+        ordering = ["-id"]
+        verbose_name = _("replay")
+        verbose_name_plural = _("replays")
+
+    def __str__(self) -> str:
+        return f"{self.flow_id} v{self.version} #{self.pk}"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (self.State.DONE, self.State.FAILED)
+
+
+class ReplayResult(models.Model):
+    """One conversation of a `ReplayRun`: its status and its report (`ReplayReport.to_json()`,
+    each turn with the input it replayed)."""
+
+    class Status(models.TextChoices):
+        SAME = "same", _("same")
+        DIFFERENT = "different", _("different")
+        NEEDS_MODEL = "needs_model", _("needs model")
+        ERROR = "error", _("could not replay")
+
+    run = models.ForeignKey(ReplayRun, verbose_name=_("replay"), on_delete=models.CASCADE, related_name="results")
+    position = models.IntegerField(_("position"))
+    conversation_id = models.CharField(_("conversation"), max_length=255)
+    status = models.CharField(_("status"), max_length=12, choices=Status.choices)
+    turns = models.IntegerField(_("turns"), default=0)
+    first_difference = models.IntegerField(_("first difference"), null=True, blank=True)
+    error = models.TextField(_("error"), blank=True, default="")
+    report = models.JSONField(_("report"), default=dict, blank=True)
+
+    class Meta:
+        db_table = "falai_replay_result"
+        ordering = ["run", "position"]
+        verbose_name = _("replayed conversation")
+        verbose_name_plural = _("replayed conversations")
+        constraints = [models.UniqueConstraint(fields=["run", "position"], name="falai_replay_result_position")]
+        indexes = [models.Index(fields=["conversation_id"], name="falai_replay_result_conv")]

@@ -109,6 +109,7 @@ def _seeds() -> dict[str, list[dict[str, str]]]:
         "falai_turn_replays_total": [{}],
         "falai_turn_duration_seconds": [{}],
         "falai_wake_lateness_seconds": [{}],
+        "falai_replay_runs_total": [{"result": "done"}, {"result": "failed"}],
     }
     channel = metrics.configured_channel()
     if channel:

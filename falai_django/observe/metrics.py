@@ -64,6 +64,8 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
                                       "applied_late, expired, stale, unknown).", ("channel", "result")),
     "falai_media_total": ("Customers' media a channel transcribed or described before the turn, by channel, "
                           "type and outcome (transcribed, described, failed).", ("channel", "type", "outcome")),
+    "falai_replay_runs_total": ("Replays of a flow version asked for in the admin, by result (done, failed).",
+                                ("result",)),
 }
 
 # name: (help, label names, bucket bounds)
