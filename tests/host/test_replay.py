@@ -288,6 +288,24 @@ def test_the_command_exports_a_case(conversation):
     assert replay_case(case, ana()).same
 
 
+def test_the_command_exports_the_chosen_conversations_to_a_directory(conversation, tmp_path):
+    agents.use(ana())
+    host.handle_message("5511900000002", "oi", id="x1")
+    status, out, err = run_command("--flow", "triagem", "--limit", "5", "--export-dir", str(tmp_path / "cases"))
+    assert status == 0 and out == "" and "exported 2 case(s)" in err
+    files = sorted(p.name for p in (tmp_path / "cases").iterdir())
+    assert files == ["5511900000001.json", "5511900000002.json"]
+    case = json.loads((tmp_path / "cases" / f"{SID}.json").read_text(encoding="utf-8"))
+    assert case == json.loads(json.dumps(case_of(SID)))
+    assert replay_case(tmp_path / "cases" / f"{SID}.json", ana()).same
+    assert not replay_case(tmp_path / "cases" / f"{SID}.json", ana(tchau="Tchau, {{data.nome}}.")).same
+    status, out, err = run_command("--flow", "nenhum", "--export-dir", str(tmp_path / "none"))
+    assert status == 0 and "nothing to export" in err and not (tmp_path / "none").exists()
+    (tmp_path / "file").write_text("x")
+    status, out, err = run_command(SID, "--export-dir", str(tmp_path / "file"))
+    assert status == 2 and "falai_replay:" in err
+
+
 @pytest.mark.parametrize("args, message", [
     (["nobody"], "has no turns to replay"),
     (["--export", "nobody"], "has no turns to replay"),

@@ -5,6 +5,7 @@ another agent, with the model's recorded replies, and say where anything would c
     manage.py falai_replay --flow vendas --limit 20 --json
     manage.py falai_replay --flow-version vendas:7     # the stored version 7 in the flow's place
     manage.py falai_replay --export 5511999990000 > case.json   # for `testing.replay_case`
+    manage.py falai_replay --flow vendas --limit 20 --export-dir cases/   # one <id>.json each
 
 Exits 0 when every conversation replays the same (or none matches), 1 when one differs (or needs
 the model), 2 on an error. With `--json` and `--export` only the reports go to stdout.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, time
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -45,6 +47,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="one JSON report per line, nothing else on stdout")
         parser.add_argument("--export", metavar="SESSION_ID",
                             help="print the conversation as a self-contained replay case (JSON) and stop")
+        parser.add_argument("--export-dir", metavar="DIR",
+                            help="write each chosen conversation (SESSION_IDs, or --flow/--since/--limit) as a "
+                                 "replay case DIR/<id>.json and stop")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -55,7 +60,11 @@ class Command(BaseCommand):
             session_ids = options["session_ids"] or sessions_for(
                 flow=options["flow"], since=self._since(options["since"]), limit=self._limit(options["limit"]))
             if not session_ids:
-                self.stderr.write("falai_replay: no conversation matches; nothing to replay.")
+                self.stderr.write("falai_replay: no conversation matches; nothing to "
+                                  + ("export." if options["export_dir"] else "replay."))
+                return
+            if options["export_dir"]:
+                self._export(session_ids, Path(options["export_dir"]))
                 return
             reports = []
             for session_id in session_ids:
@@ -63,7 +72,7 @@ class Command(BaseCommand):
                 reports.append(report)
                 if options["json"]:
                     self.stdout.write(json.dumps(report.to_json(), ensure_ascii=False))
-        except (ReplayError, FlowConfigurationError, ValueError, ImportError) as exc:
+        except (ReplayError, FlowConfigurationError, ValueError, ImportError, OSError) as exc:
             raise CommandError(f"falai_replay: {exc}", returncode=ERROR) from exc
         if not options["json"]:
             source = "the configured model" if options["live"] else "the recorded model replies"
@@ -73,6 +82,14 @@ class Command(BaseCommand):
         if changed:
             raise CommandError(f"falai_replay: {len(changed)} of {len(reports)} conversation(s) would change.",
                                returncode=DIFFERENT)
+
+    def _export(self, session_ids: list[str], directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        for session_id in session_ids:
+            name = "".join(c if c.isalnum() or c in "-_." else "_" for c in session_id).lstrip(".") or "case"
+            case = json.dumps(case_of(session_id), ensure_ascii=False, indent=2)
+            (directory / f"{name}.json").write_text(case + "\n", encoding="utf-8")
+        self.stderr.write(f"falai_replay: exported {len(session_ids)} case(s) to {directory}/.")
 
     # -- options
     def _agent(self, options: dict[str, Any]) -> tuple[Any, str]:
