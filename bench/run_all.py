@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 # The benches in the order they run; any other bench/*.py with a main() runs after them.
-BENCHES = ("blob", "stores", "turn", "stream", "host", "wakes", "instruments")
+BENCHES = ("blob", "stores", "turn", "stream", "host", "wakes", "instruments", "replay")
 NOT_BENCHES = {"run_all", "__init__"}
 
 
@@ -75,6 +75,8 @@ TARGETS: tuple[Target, ...] = (
     Target("wakes", "burst_drain_per_s", ">=", 700, "/s"),
     # issue 46: metrics + traces (an SDK installed) against the host's CPU per turn
     Target("instruments", "instruments_share_of_turn_cpu_pct", "<=", 5, "%"),
+    # issue 50: recorded host turns replayed with the cassette (run_case, no database)
+    Target("replay", "turns_per_second", ">=", 2000, "/s"),
 )
 
 
