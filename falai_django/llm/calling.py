@@ -58,8 +58,14 @@ def trace_calls(opener: SpanOpener | None) -> None:
     _span_opener[:] = [opener] if opener is not None else []
 
 
+def _plays_back(provider: Any) -> bool:
+    """A provider that answers from recorded replies (`replay.cassette.Cassette`): its calls
+    were made and counted when they were recorded, so they are neither reported nor traced again."""
+    return getattr(provider, "plays_back", False) is True
+
+
 def _open_span(provider: Any) -> CallSpan | None:
-    if not _span_opener:
+    if not _span_opener or _plays_back(provider):
         return None
     try:
         return _span_opener[0](provider)
@@ -81,6 +87,8 @@ def _finish(span: CallSpan | None, output: GenerateOutput | None, error: BaseExc
 
 
 def _report(provider: Any, output: GenerateOutput | None, error: BaseException | None, started: float) -> None:
+    if _plays_back(provider):
+        return
     seconds = time.perf_counter() - started
     for observer in _observers:
         try:

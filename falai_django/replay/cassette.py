@@ -34,6 +34,7 @@ class Cassette:
     """A provider answering from recorded replies (see the module docstring)."""
 
     name = "cassette"
+    plays_back = True  # llm.calling neither counts nor traces its calls: they were counted when recorded
 
     def __init__(self, deck: ReplayDeck) -> None:
         self._deck = deck

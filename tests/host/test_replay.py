@@ -288,6 +288,29 @@ def test_the_command_exports_a_case(conversation):
     assert replay_case(case, ana()).same
 
 
+def test_a_replay_counts_and_traces_no_model_call(conversation, monkeypatch):
+    """The recorded calls were counted when they ran; played back they are not calls (a live
+    replay's are: those reach the model)."""
+    from falai_django.llm import calling
+    from falai_django.models import DailyTotal, MetricTotal
+    from falai_django.observe import metrics
+
+    metrics.flush()
+    totals = lambda: (sorted(MetricTotal.objects.values_list("name", "labels", "value")),  # noqa: E731
+                      sorted(DailyTotal.objects.values_list("day", "name", "labels", "value")))
+    before = totals()
+    assert any(name == "falai_llm_calls_total" for name, _, _ in before[0])  # the real calls were counted
+    opened: list[Any] = []
+    monkeypatch.setattr(calling, "_span_opener", [lambda provider: opened.append(provider)])
+    seen: list[Any] = []
+    monkeypatch.setattr(calling, "_observers", [*calling._observers, lambda *args: seen.append(args)])
+    assert replay(SID).same
+    metrics.flush()
+    assert totals() == before and seen == [] and opened == []
+    live = replay(SID, live=True)
+    assert live.model_calls == len(seen) > 0 and len(opened) == len(seen)
+
+
 def test_the_command_exports_the_chosen_conversations_to_a_directory(conversation, tmp_path):
     agents.use(ana())
     host.handle_message("5511900000002", "oi", id="x1")
