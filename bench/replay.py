@@ -5,10 +5,10 @@
 
 Honest recordings: the host itself runs the turns and writes them, on a SQLite database of the
 bench's own (a temporary file, migrated; `bench.hostbench.settings` with DATABASE_URL empty, in a
-child process as the other Django benches do) with `RECORD_MODEL_REPLIES` on. The agent is bench/turn.py's (the Triagem demo-like triage, `onEnd:
-"stay"`, with its silence follow-up, built with `falai_django.falai` on a `fake_clock`) and its
-zero-latency scripted provider, so every message turn makes one or two model calls whose replies
-the recording keeps. Each conversation is 19 messages (`host.handle_message`, two minutes apart)
+child process as the other Django benches do) with `RECORD_MODEL_REPLIES` on. The agent is
+bench/turn.py's (the Triagem demo-like triage, `onEnd: "stay"`, with its silence follow-up,
+built with `falai_django.falai` on a `fake_clock`) and its zero-latency scripted provider, so
+every message turn makes one or two model calls whose replies the recording keeps. Each conversation is 19 messages (`host.handle_message`, two minutes apart)
 and then, a day later, its silence wake (`host.handle_wake`: the follow-up flow speaks), 20 turns
 in all; enough conversations for N turns (N = 1,000; 200 with `--quick` / FALAI_BENCH_QUICK=1).
 Each conversation's case is then read back with `replay.case_of()`, as `falai_replay` does.
@@ -21,8 +21,8 @@ more pass, each turn timed from its recording being loaded to the next one's),
 `replay_with_db_turns_per_second` (`replay.replay(session_id, agent=agent)`, which also reads the
 case from the database; its passes interleaved with run_case's) and `same_share`, the share of
 conversations whose replay is `.same` (1.0: the agent is unchanged). The replay runs in a process
-with Django set up, as `manage.py falai_replay` does (the app's metrics observer counts each
-cassette answer as a model call there too).
+with Django set up, as `manage.py falai_replay` does (the cassette's answers are not reported to
+the app's metrics observers: they are not model calls).
 
 Target (issue 50): turns_per_second ≥ 2,000 on this machine (the engine alone, bench/turn.py,
 runs about 6,000 turns/s). Writes bench/results/replay.json; `main()` returns the same dict.
