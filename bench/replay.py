@@ -10,8 +10,9 @@ bench/turn.py's (the Triagem demo-like triage, `onEnd: "stay"`, with its silence
 built with `falai_django.falai` on a `fake_clock`) and its zero-latency scripted provider, so
 every message turn makes one or two model calls whose replies the recording keeps. Each
 conversation is 19 messages (`host.handle_message`, two minutes apart) and then, a day later, its
-silence wake (`host.handle_wake`: the follow-up flow speaks), 20 turns in all; enough conversations for N turns (N = 1,000; 200 with `--quick` / FALAI_BENCH_QUICK=1).
-Each conversation's case is then read back with `replay.case_of()`, as `falai_replay` does.
+silence wake (`host.handle_wake`: the follow-up flow speaks), 20 turns in all; enough
+conversations for N turns (N = 1,000; 200 with `--quick` / FALAI_BENCH_QUICK=1). Each
+conversation's case is then read back with `replay.case_of()`, as `falai_replay` does.
 
 Timed: `replay.run_case(case, agent)` (the cassette, `live=False`, no database) over every case,
 after a warm-up pass, REPEAT times; `turns_per_second` is the turns replayed over the median

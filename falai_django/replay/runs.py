@@ -63,7 +63,9 @@ def start(flow: Flow, version: int, *, user: Any = None, scope: str = ReplayRun.
 def execute(run_id: int) -> str:
     """Carry out a queued run (the django-q2 task). Returns the run's final state. A run that is
     already finished is left alone (a task delivered twice); one left `running` by a worker that
-    stopped starts over."""
+    stopped starts over. A worker whose run was started over by another (django-q2 handed the task
+    out again while it still ran) stops at its next conversation and writes nothing more: each
+    result is written with the run row locked and its `started_at` still this worker's."""
     now = timezone.now()
     with transaction.atomic():
         run = ReplayRun.objects.select_for_update().filter(pk=run_id).first()
@@ -73,26 +75,34 @@ def execute(run_id: int) -> str:
         ReplayRun.objects.filter(pk=run_id).update(
             state=ReplayRun.State.RUNNING, started_at=now, progress_at=now, total=0, done=0, same=0, different=0,
             needs_model=0, errors=0, error="")
+    mine = ReplayRun.objects.filter(pk=run_id, started_at=now)
     try:
         agent = agent_with_version(run.flow_id, run.version)
         session_ids = sessions_for(flow=run.flow_id if run.scope == ReplayRun.Scope.FLOW else None, limit=run.limit)
     except (ReplayError, FlowConfigurationError) as exc:
-        return _fail(run_id, str(exc))
+        return _fail(run_id, str(exc), mine)
     except Exception as exc:  # noqa: BLE001 - the page says why, the log has the traceback
         logger.exception("falai: replay %s of flow %s v%s could not start", run_id, run.flow_id, run.version)
-        return _fail(run_id, f"{type(exc).__name__}: {exc}")
-    ReplayRun.objects.filter(pk=run_id).update(total=len(session_ids), progress_at=timezone.now())
+        return _fail(run_id, f"{type(exc).__name__}: {exc}", mine)
+    mine.update(total=len(session_ids), progress_at=timezone.now())
     for position, session_id in enumerate(session_ids):
-        result = _replay_one(run, position, session_id, agent)
-        counter = {"same": "same", "different": "different", "needs_model": "needs_model"}.get(result.status, "errors")
-        ReplayRun.objects.filter(pk=run_id).update(done=F("done") + 1, progress_at=timezone.now(),
-                                                   **{counter: F(counter) + 1})
-    ReplayRun.objects.filter(pk=run_id).update(state=ReplayRun.State.DONE, finished_at=timezone.now())
+        status, fields = _replay_one(run, session_id, agent)
+        counter = status if status in ("same", "different", "needs_model") else "errors"
+        with transaction.atomic():
+            if not mine.select_for_update().exists():
+                logger.info("falai: replay %s was started over by another worker; this one stops", run_id)
+                return "superseded"
+            ReplayResult.objects.create(run=run, position=position, conversation_id=session_id, status=status,
+                                        **fields)
+            mine.update(done=F("done") + 1, progress_at=timezone.now(), **{counter: F(counter) + 1})
+    if not mine.update(state=ReplayRun.State.DONE, finished_at=timezone.now()):
+        return "superseded"
     metrics.inc("falai_replay_runs_total", result="done")
     return ReplayRun.State.DONE
 
 
-def _replay_one(run: ReplayRun, position: int, session_id: str, agent: Any) -> ReplayResult:
+def _replay_one(run: ReplayRun, session_id: str, agent: Any) -> tuple[str, dict[str, Any]]:
+    """One conversation replayed: its status and the rest of its `ReplayResult`."""
     try:
         case = case_of(session_id)
         report = run_case(case, agent).to_json()
@@ -100,13 +110,11 @@ def _replay_one(run: ReplayRun, position: int, session_id: str, agent: Any) -> R
         logger.warning("falai: replay %s could not replay conversation %s against flow %s v%s (%s: %s)",
                        run.pk, session_id, run.flow_id, run.version, type(exc).__name__, exc,
                        exc_info=not isinstance(exc, ReplayError))
-        return ReplayResult.objects.create(run=run, position=position, conversation_id=session_id,
-                                           status=ReplayResult.Status.ERROR, error=f"{type(exc).__name__}: {exc}")
+        return ReplayResult.Status.ERROR, {"error": f"{type(exc).__name__}: {exc}"}
     for turn, replayed in zip(case["turns"], report["turns"], strict=True):
         replayed["input"] = input_label(turn)
-    return ReplayResult.objects.create(
-        run=run, position=position, conversation_id=session_id, status=report["status"], turns=len(report["turns"]),
-        first_difference=report["first_difference"], report=report)
+    return report["status"], {"turns": len(report["turns"]), "first_difference": report["first_difference"],
+                              "report": report}
 
 
 def input_label(turn: dict[str, Any]) -> str:
@@ -125,11 +133,12 @@ def input_label(turn: dict[str, Any]) -> str:
     return str(turn.get("kind") or "")
 
 
-def _fail(run_id: int, reason: str) -> str:
+def _fail(run_id: int, reason: str, mine: Any = None) -> str:
     run = ReplayRun.objects.filter(pk=run_id).values("flow_id", "version").first() or {}
     logger.error("falai: replay %s of flow %s v%s failed: %s", run_id, run.get("flow_id"), run.get("version"), reason)
-    ReplayRun.objects.filter(pk=run_id).update(state=ReplayRun.State.FAILED, error=reason,
-                                               finished_at=timezone.now())
+    rows = mine if mine is not None else ReplayRun.objects.filter(pk=run_id)
+    if not rows.update(state=ReplayRun.State.FAILED, error=reason, finished_at=timezone.now()):
+        return "superseded"
     metrics.inc("falai_replay_runs_total", result="failed")
     return ReplayRun.State.FAILED
 

@@ -199,6 +199,25 @@ def test_a_worker_that_stopped_mid_run_is_visible_and_a_retry_starts_over(client
     assert (run.done, run.different) == (2, 2) and run.results.count() == 2
 
 
+def test_a_worker_whose_run_was_started_over_by_another_stops_and_writes_nothing(client, flow, monkeypatch):
+    monkeypatch.setattr(jobs, "enqueue", lambda func, *args: None)
+    run, _ = start(client, 2)
+    real, outcomes = runs._replay_one, []
+
+    def first_conversation_then_handed_out_again(*args):
+        answer = real(*args)
+        if not outcomes:  # django-q2 hands the task to a second worker while this one still runs
+            outcomes.append("second worker")
+            outcomes[0] = runs.execute(run.pk)
+        return answer
+
+    monkeypatch.setattr(runs, "_replay_one", first_conversation_then_handed_out_again)
+    assert runs.execute(run.pk) == "superseded" and outcomes == ["done"]
+    run.refresh_from_db()
+    assert (run.state, run.total, run.done, run.different) == ("done", 2, 2, 2)
+    assert list(run.results.values_list("position", "conversation_id")) == [(0, "c2"), (1, "c1")]
+
+
 def test_a_broker_that_is_away_fails_the_run_visibly(client, flow, monkeypatch, caplog):
     def away(func, *args):
         raise ConnectionError("broker is away")
