@@ -18,6 +18,7 @@ locked", every save and message must be in the file, and the worker must send ev
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
 import json
 import os
@@ -31,8 +32,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace
 
 from falai_django.testing.postgres import free_port
 
@@ -173,24 +176,42 @@ def scraped(browser: Browser, sent: int) -> dict:
         time.sleep(0.5)
 
 
-def test_make_runs_three_processes_take_ten_concurrent_writers_without_database_is_locked(tmp_path):
+@contextlib.contextmanager
+def running_demo(tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """`scripts/run_demo.py` (what `make run` runs) on a temporary SQLite file and a free port,
+    from its printed admin password to the end of the block, then stopped with Ctrl-C. Yields
+    `base` (the URL), `db`, `password`, `output` (its lines so far, read as they come) and
+    `process`."""
     db, port = tmp_path / "demo.sqlite3", free_port()
-    base = f"http://127.0.0.1:{port}"
     demo = subprocess.Popen([sys.executable, "scripts/run_demo.py"], cwd=ROOT, env=demo_env(db, port),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     output: list[str] = []
     reader = threading.Thread(target=lambda: output.extend(line.decode(errors="replace") for line in demo.stdout),
                               daemon=True)
     reader.start()
-    statuses: dict[str, list[int]] = {}
-    failures: list[str] = []
     try:
         deadline = time.monotonic() + 90
         while not (found := re.findall(r"(?m)^\s*Password\s*:\s*(\S+)\s+<- shown once", "".join(output))):
             assert demo.poll() is None, "run_demo exited:\n" + "".join(output)
             assert time.monotonic() < deadline, "the demo never came up:\n" + "".join(output)
             time.sleep(0.2)
-        password = found[0]
+        yield SimpleNamespace(base=f"http://127.0.0.1:{port}", db=db, password=found[0], output=output, process=demo)
+    finally:
+        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C, as in a terminal
+        try:
+            demo.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.wait()
+        reader.join(5)
+
+
+def test_make_runs_three_processes_take_ten_concurrent_writers_without_database_is_locked(tmp_path):
+    statuses: dict[str, list[int]] = {}
+    failures: list[str] = []
+    with running_demo(tmp_path) as running:
+        base, db, password, output, demo = (running.base, running.db, running.password, running.output,
+                                            running.process)
         time.sleep(2)  # the worker forks its processes, the dispatcher starts listening
 
         flows = [f"salvo-{n}" for n in range(SAVERS)]
@@ -245,14 +266,6 @@ def test_make_runs_three_processes_take_ten_concurrent_writers_without_database_
             time.sleep(0.2)
         assert demo.poll() is None, "run_demo exited:\n" + "".join(output)
         metrics = scraped(setup, counts[0])
-    finally:
-        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C, as in a terminal
-        try:
-            demo.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(demo.pid, signal.SIGKILL)
-            demo.wait()
-        reader.join(5)
     text = "".join(output)
     assert "database is locked" not in text, f"{text.count('database is locked')} lock errors:\n{text[-6000:]}"
     assert failures == [], f"{failures}\n{text[-4000:]}"
