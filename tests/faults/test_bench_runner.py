@@ -58,6 +58,7 @@ def test_the_targets_are_the_issue_table():
         ("wakes", "lateness_p99_s", "<=", 1), ("wakes", "wakes_per_s", ">=", 300),
         ("wakes", "burst_drain_per_s", ">=", 700),
         ("instruments", "instruments_share_of_turn_cpu_pct", "<=", 5),  # issue 46
+        ("replay", "turns_per_second", ">=", 2000),  # issue 50
     ]
 
 
