@@ -151,13 +151,8 @@ def _per_turn_s(cases: list[dict[str, Any]], agent: Any) -> list[float]:
     return out
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
 def measure() -> dict[str, Any]:
-    from bench.hostbench import progress, setup_django
+    from bench.hostbench import percentile, progress, setup_django
 
     folder = tempfile.TemporaryDirectory(prefix="falai-bench-replay-")
     os.environ["SQLITE_PATH"] = str(Path(folder.name) / "replay.sqlite3")
@@ -202,8 +197,8 @@ def measure() -> dict[str, Any]:
             "turns": count,
             "conversations": len(cases),
             "model_replies_recorded": replies,
-            "per_turn_ms_p50": round(_pct(per_turn, 0.50) * 1000, 4),
-            "per_turn_ms_p99": round(_pct(per_turn, 0.99) * 1000, 4),
+            "per_turn_ms_p50": round(percentile(per_turn, 50) * 1000, 4),
+            "per_turn_ms_p99": round(percentile(per_turn, 99) * 1000, 4),
             "pass_seconds": [round(s, 4) for s in passes],
             "replay_with_db_turns_per_second": round(count / statistics.median(with_db), 1),
             "same_share": round(sum(1 for r in reports if r.same) / len(reports), 4),

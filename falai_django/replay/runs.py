@@ -129,7 +129,7 @@ def input_label(turn: dict[str, Any]) -> str:
         return f"event {given['event']}"
     start_ = given.get("start")
     if isinstance(start_, dict):
-        return f"start {start_.get('flow') or start_.get('flowId') or ''}".strip()
+        return f"start {start_.get('flow') or ''}".strip()
     return str(turn.get("kind") or "")
 
 

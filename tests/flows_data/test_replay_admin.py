@@ -190,6 +190,7 @@ def test_a_worker_that_stopped_mid_run_is_visible_and_a_retry_starts_over(client
     page = client.get(f"{BASE}/replays/{run.pk}/").content.decode()
     note = re.search(r'<p class="errornote" id="falai-replay-stalled"([^>]*)>', page).group(1)
     assert "hidden" not in note and "1 of 2 conversations replayed" in page
+    assert 'var running = "DONE of TOTAL conversations replayed…";' in page  # the poll's sentence
     assert client.get(f"{BASE}/replays/{run.pk}/?progress=1").json()["stalled_s"] >= 20 * 60
 
     from falai_django import tasks
