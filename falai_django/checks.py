@@ -317,3 +317,21 @@ def check_media_settings(app_configs=None, **kwargs) -> list:
                                   hint=f"Remove it to use the default ({DEFAULTS['MEDIA'][key]}).",
                                   id="falai_django.E172"))
     return problems
+
+
+@register(Tags.compatibility)
+def check_retention_settings(app_configs=None, **kwargs) -> list:
+    """`FALAI["RETENTION"]` (issue 51): known keys, each a duration like the engine's or None."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from falai_django import conf
+
+    configured = getattr(settings, "FALAI", None)
+    if not isinstance(configured, dict) or "RETENTION" not in configured:
+        return []
+    try:
+        conf.retention()
+    except ImproperlyConfigured as exc:
+        return [Error(str(exc), hint='For example FALAI["RETENTION"] = {"run_log": "90d", "transcript": None, '
+                                     '"wakes": "30d", "desk": "365d"}.', id="falai_django.E180")]
+    return []

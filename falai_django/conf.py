@@ -18,6 +18,7 @@ Django's `setting_changed` signal says `FALAI` changed (tests' `settings` fixtur
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +113,13 @@ DEFAULTS: dict[str, Any] = {
     # look for a new version at most once every FLOWS_RELOAD_S seconds per process.
     "FLOWS_DB": True,
     "FLOWS_RELOAD_S": 2.0,
+
+    # How long `manage.py falai_purge` keeps each kind of row (README "Erasure and retention"): a
+    # duration written like the engine's ("30d", "12h") or None to keep forever. `run_log`:
+    # finished inputs (`TurnRecord`, and with them the flow funnel and replays' material);
+    # `transcript`: transcript lines (never a message still to send); `wakes`: fired wakes;
+    # `desk`: the desk's notes and markers. A project may set only some keys.
+    "RETENTION": {"run_log": "90d", "transcript": None, "wakes": "30d", "desk": None},
 }
 
 
@@ -238,6 +246,36 @@ def media_settings() -> dict[str, Any]:
 
 
 _media_provider: tuple[Any, Any] | None = None  # (the setting's value, the object it gave)
+
+
+def retention() -> dict[str, timedelta | None]:
+    """`FALAI["RETENTION"]` over its defaults, each kept row's age limit as a `timedelta` (None:
+    kept forever). Raises `ImproperlyConfigured` naming the key for an unknown key or a value
+    that is not a duration like the engine's (`"30d"`, `"12h"`) nor None."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from falai_django.engine.durations import is_duration, parse_duration
+
+    configured = get("RETENTION")
+    if configured is None:
+        configured = {}
+    if not isinstance(configured, dict):
+        raise ImproperlyConfigured(f'FALAI["RETENTION"] must be a dict with the keys {", ".join(DEFAULTS["RETENTION"])}; '
+                                   f"got {configured!r}.")
+    unknown = sorted(map(str, set(configured) - set(DEFAULTS["RETENTION"])))
+    if unknown:
+        raise ImproperlyConfigured(f'FALAI["RETENTION"] has unknown keys: {", ".join(unknown)}. Known keys: '
+                                   f'{", ".join(DEFAULTS["RETENTION"])}.')
+    limits: dict[str, timedelta | None] = {}
+    for key, value in {**DEFAULTS["RETENTION"], **configured}.items():
+        if value is None:
+            limits[key] = None
+        elif is_duration(value):
+            limits[key] = timedelta(milliseconds=parse_duration(value))
+        else:
+            raise ImproperlyConfigured(f'FALAI["RETENTION"]["{key}"] = {value!r} is not a duration: write a number '
+                                       'followed by s, m, h or d, such as "30d" or "12h", or None to keep forever.')
+    return limits
 
 
 def get_media_provider(agent: Any = None) -> Any:

@@ -3,7 +3,7 @@ nothing imports this module back (producers queue tasks by name through `enqueue
 
 from __future__ import annotations
 
-from falai_django.host import delivery, turns, wakes
+from falai_django.host import delivery, retention, turns, wakes
 
 
 def send_pending(session_id: str) -> int:
@@ -38,3 +38,9 @@ def replay_run(run_id: int) -> str:
     from falai_django.replay import runs
 
     return runs.execute(run_id)
+
+
+def purge() -> dict[str, int]:
+    """Delete what `FALAI["RETENTION"]` no longer keeps (`manage.py falai_purge --schedule`
+    schedules it daily)."""
+    return retention.purge()

@@ -41,10 +41,11 @@ from falai_django.engine.errors import InvalidSessionError
 from falai_django.handoff import desk
 from falai_django.host import conversations
 from falai_django.host.conversations import STATUS_LABELS, conversation_status
-from falai_django.models import Assignment, Conversation, DeskEntry, ReadMarker, SavedReply, Wake
+from falai_django.models import Assignment, Conversation, DeskEntry, Erasure, ReadMarker, SavedReply, Wake
 
 HANDOFF_CODENAME = "handoff_conversation"  # declared in Conversation.Meta.permissions
 REPLY_CODENAME = "reply_conversation"
+ERASE_CODENAME = "erase_conversation"
 
 
 def _next_wake() -> Subquery:
@@ -76,7 +77,7 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
     ordering = ("-last_user_at",)
     list_per_page = 50
     show_full_result_count = False  # one COUNT on a filtered 100,000-row table is enough
-    actions = ("silence_selected", "give_back_selected")
+    actions = ("silence_selected", "give_back_selected", "erase_selected")
     fields = (
         ("id", "status_badge"),
         ("flow_step", "waiting_until"),
@@ -98,6 +99,14 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
 
     def has_reply_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm(f"{self.opts.app_label}.{REPLY_CODENAME}")
+
+    def has_erase_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(f"{self.opts.app_label}.{ERASE_CODENAME}")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Deleting the row would leave the run log, the desk's records and the replays behind,
+        # with no audit: a conversation goes only by erasure (`erase_selected`).
+        return False
 
     # -- the list ---------------------------------------------------------------------------
     def get_queryset(self, request: HttpRequest) -> QuerySet:
@@ -281,6 +290,29 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
         self._bulk(request, queryset.filter(silenced_reason__isnull=False), handoff.give_back,
                    gettext("Gave the conversation back to the assistant."))
 
+    @admin.action(permissions=["erase"], description=_("Erase the selected conversations everywhere"))
+    def erase_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        """Erase each selected conversation (`host.erase`), one transaction and one audit row each.
+        No admin log line is written: it would keep the id the erasure removes."""
+        erased, busy = 0, []
+        for pk in list(queryset.order_by().values_list("pk", flat=True)):
+            try:
+                host.erase(pk, user=request.user, via=Erasure.Via.ADMIN)
+            except host.ConversationBusyError:
+                busy.append(pk)
+            except host.UnknownConversationError:
+                continue  # erased meanwhile (another tab, the API)
+            else:
+                erased += 1
+        if erased:
+            self.message_user(request, ngettext(
+                "Erased %(count)d conversation everywhere; the erasures list keeps its audit row.",
+                "Erased %(count)d conversations everywhere; the erasures list keeps their audit rows.", erased)
+                % {"count": erased}, messages.SUCCESS)
+        if busy:
+            self.message_user(request, gettext("Not erased, a turn was running: %(ids)s. Try again in a few seconds.")
+                              % {"ids": ", ".join(busy)}, messages.ERROR)
+
     def _bulk(self, request: HttpRequest, queryset: QuerySet, operation: Callable[[str], Any], note: str) -> None:
         done: list[Conversation] = []
         failed: list[str] = []
@@ -354,3 +386,29 @@ class AssignmentAdmin(_ReadOnlyAdmin):
 @admin.register(ReadMarker)
 class ReadMarkerAdmin(_ReadOnlyAdmin):
     list_display = ("user", "conversation", "last_read_id")
+
+
+@admin.register(Erasure)
+class ErasureAdmin(_ReadOnlyAdmin):
+    """The audit rows of erased conversations: who, when, how, how many rows; the id only as its
+    HMAC. Searching for a conversation id finds its row (the search computes the HMAC)."""
+
+    list_display = ("at", "username", "via", "session_hash", "rows")
+    list_filter = ("via",)
+    search_fields = ("session_hash",)
+    search_help_text = _("Paste a conversation id to see whether and when it was erased.")
+    readonly_fields = ("at", "user", "username", "via", "session_hash", "deleted")
+    fields = readonly_fields
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the proof stays
+
+    @admin.display(description=_("rows deleted"))
+    def rows(self, obj: Erasure) -> int:
+        return sum(obj.deleted.values()) if isinstance(obj.deleted, dict) else 0
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple[QuerySet, bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        return queryset.filter(session_hash__in=[host.audit_hash(term), term.lower()]), False

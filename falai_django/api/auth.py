@@ -1,7 +1,8 @@
 """Authentication and permission classes for the API.
 
 - DRF token and session authentication (the project's defaults) identify people and services;
-  they need the `falai_django.change_conversation` permission (superusers have it).
+  they need the `falai_django.change_conversation` permission (superusers have it); erasing a
+  conversation (`DELETE sessions/<id>`) needs `falai_django.erase_conversation` instead.
 - `WebhookSignatureAuthentication`: a channel signs each request with the shared secret
   `FALAI["WEBHOOK_SECRET"]`: `X-Falai-Timestamp: <unix seconds>` and
   `X-Falai-Signature: sha256=<hex HMAC-SHA256(secret, "<timestamp>.<METHOD> <path>.<raw body>")>`,
@@ -98,4 +99,19 @@ class CanDriveConversations(permissions.BasePermission):
             return True
         return bool(
             user and user.is_authenticated and user.is_active and user.has_perm("falai_django.change_conversation")
+        )
+
+
+class CanEraseConversations(permissions.BasePermission):
+    """An authenticated user with the `falai_django.erase_conversation` permission (superusers
+    have it). A signed webhook never erases: erasure is a person's decision, audited by name."""
+
+    message = _("You need the 'erase conversation' permission.")
+
+    def has_permission(self, request, view) -> bool:
+        user = request.user
+        if isinstance(user, ServiceClient):
+            return False
+        return bool(
+            user and user.is_authenticated and user.is_active and user.has_perm("falai_django.erase_conversation")
         )

@@ -23,10 +23,11 @@ from rest_framework.views import APIView
 
 from falai_django import host, jsondepth
 from falai_django.api import failures, serializers
-from falai_django.api.auth import CanDriveConversations, WebhookSignatureAuthentication
+from falai_django.api.auth import CanDriveConversations, CanEraseConversations, WebhookSignatureAuthentication
 from falai_django.api.schema import answers
 from falai_django.engine.errors import FlowConfigurationError, InvalidSessionError, SessionConflictError
 from falai_django.host import outages
+from falai_django.models import Erasure
 
 logger = logging.getLogger("falai_django.api")
 
@@ -71,6 +72,10 @@ class FalaiView(APIView):
             return refused
         if isinstance(exc, host.InputError | FlowConfigurationError):
             exc = ValidationError({"detail": str(exc)})
+        elif isinstance(exc, host.ConversationBusyError):
+            return Response({"detail": _("A turn of this conversation is running; nothing was erased. Retry in a few "
+                                         "seconds.")}, status=status.HTTP_409_CONFLICT,
+                            headers={"Retry-After": str(exc.retry_after_s)})
         elif isinstance(exc, host.UnknownConversationError):
             exc = NotFound(_("No conversation with this id."))
         elif isinstance(exc, InvalidSessionError):
@@ -207,17 +212,34 @@ def _sse(events, session_id: str = ""):
         yield _sse_frame("error", failures.body(error_id, failures.STREAM_FAILED))
 
 
-@extend_schema(tags=["sessions"], responses=answers(
-    {200: (dict, "Session, handoff, pending wakes, recent history and turns.")}, errors=_HANDOFF_ERRORS))
 class SessionStateView(FalaiView):
-    """The conversation: session data, runs, pending wakes, recent history, handoff."""
+    """The conversation: read it (GET), or erase it everywhere (DELETE)."""
 
+    def get_permissions(self):
+        if self.request is not None and self.request.method == "DELETE":
+            return [CanEraseConversations()]
+        return super().get_permissions()
+
+    @extend_schema(tags=["sessions"], responses=answers(
+        {200: (dict, "Session, handoff, pending wakes, recent history and turns.")}, errors=_HANDOFF_ERRORS))
     def get(self, request, session_id: str) -> Response:
+        """The conversation: session data, runs, pending wakes, recent history, handoff."""
         _check_session_id(session_id)
         state = host.session_state(session_id)
         if state is None:
             raise NotFound(_("No conversation with this id."))
         return Response(state)
+
+    @extend_schema(tags=["sessions"], responses=answers(
+        {204: (None, "Erased: every row of the conversation is gone, and an audit row keeps its id as an HMAC.")},
+        errors={**_HANDOFF_ERRORS, 403: "You need the 'erase conversation' permission (a signed webhook never has it).",
+                409: "A turn of this conversation is running; nothing was erased. Retry after Retry-After seconds."}))
+    def delete(self, request, session_id: str) -> Response:
+        """Erase the conversation everywhere (README "Erasure and retention"): session, transcript,
+        run log, wakes, inbox, desk records and flow funnel entries, in one transaction."""
+        _check_session_id(session_id)
+        host.erase(session_id, user=request.user, via=Erasure.Via.API)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 @extend_schema(tags=["handoff"], responses=answers(

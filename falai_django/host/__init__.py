@@ -19,6 +19,8 @@ dispatcher fires them later).
 - `silencing`      the handoff's one write path: `silence`, `take_over`, `give_back` (`unsilence`),
                    which resumes the runs the handoff silenced; `desk_rows` its markers and the
                    desk's assignment
+- `erasure`        erasing a conversation everywhere with an audit row (`erase`, `audit_hash`)
+- `retention`      deleting what `FALAI["RETENTION"]` no longer keeps (`purge`), in short batches
 
 `host/` imports `models/`, `engine/`, `stores/`, `channels/`, the SENDER contract (`sending`) and
 the settings; it never imports a domain above it (`handoff/`, `flows/`, `admin/`, `playground/`)
@@ -33,6 +35,7 @@ from typing import Any
 
 from falai_django.conf import agent_now
 from falai_django.host.conversations import read_conversation, session_state
+from falai_django.host.erasure import ConversationBusyError, audit_hash, erase
 from falai_django.host.inbox import HostResult, receive, retry_delay_s
 from falai_django.host.inputs import (
     HANDOFF_MODES,
@@ -45,6 +48,7 @@ from falai_django.host.inputs import (
     silenced_for,
 )
 from falai_django.host.outbox import emission_key, idempotency_key
+from falai_django.host.retention import purge
 from falai_django.host.silencing import give_back as unsilence
 from falai_django.host.silencing import silence
 from falai_django.host.turns import (
@@ -59,10 +63,10 @@ from falai_django.host.turns import (
 from falai_django.host.wakes import requeue_wakes
 
 __all__ = [
-    "HANDOFF_MODES", "INPUT_KINDS", "HostResult", "InputError", "TurnInput", "UnknownConversationError",
-    "agent_now", "context_for", "emission_key", "handle", "handle_event", "handle_message", "handle_start",
+    "HANDOFF_MODES", "INPUT_KINDS", "ConversationBusyError", "HostResult", "InputError", "TurnInput", "UnknownConversationError",
+    "agent_now", "audit_hash", "context_for", "emission_key", "erase", "handle", "handle_event", "handle_message", "handle_start",
     "handle_wake", "handoff_of", "idempotency_key", "load_history", "load_session_and_history",
-    "parse_turn_input", "process", "process_record", "read_conversation", "receive", "requeue_wakes",
+    "parse_turn_input", "process", "process_record", "purge", "read_conversation", "receive", "requeue_wakes",
     "retry_delay_s", "session_state", "silence", "silenced_for", "stream", "unsilence",
 ]
 

@@ -269,6 +269,21 @@ def lock(session_id: str) -> tuple[bool, list[TurnRecord]]:
     return bool(locked), _records(connection, rows) if locked else []
 
 
+def lock_for_transaction(session_id: str, using: str) -> bool:
+    """Try the conversation's turn lock for the rest of the caller's transaction (erasure): on
+    PostgreSQL a transaction-level advisory lock on the same key (released at commit or
+    rollback), elsewhere the lease row (the caller deletes it, or it lapses after TURN_LEASE_S).
+    False: a drain holds it now."""
+    from django.db import connections
+
+    connection = connections[using]
+    if not _advisory(connection):
+        return _lease(session_id, using)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", [lock_key(session_id)])
+        return bool(cursor.fetchone()[0])
+
+
 @dataclass
 class Head:
     id: int

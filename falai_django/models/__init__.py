@@ -7,6 +7,7 @@ tables, one migration history):
 - `handoff`  `Assignment`, `DeskEntry`, `SavedReply`, `ReadMarker` (the desk)
 - `flows`    `Flow`, `FlowVersion` (flows stored as data), `ReplayRun` and `ReplayResult`
              (the admin's replays of a version)
+- `privacy`  `Erasure` (the proof that a conversation was erased, without its id)
 - `observe`  `MetricTotal` (counters summed across processes) and `DailyTotal` (by day),
              `Heartbeat` (the dispatcher's), `Operations` (the admin page's entry)
 - `sql`      the session row's statements, shared by the ORM store and the host's writer
@@ -30,7 +31,8 @@ from falai_django.models.host import (
     Wake,
 )
 from falai_django.models.observe import DailyTotal, Heartbeat, MetricTotal, Operations
+from falai_django.models.privacy import Erasure
 
-__all__ = ["Assignment", "Conversation", "DailyTotal", "DeskEntry", "EarlyStatus", "Flow", "FlowVersion", "Heartbeat",
+__all__ = ["Assignment", "Conversation", "DailyTotal", "DeskEntry", "EarlyStatus", "Erasure", "Flow", "FlowVersion", "Heartbeat",
            "History", "HistoryItem", "MetricTotal", "Operations", "ReadMarker", "ReplayResult", "ReplayRun", "SavedReply", "Session", "TurnLock", "TurnRecord",
            "Wake"]

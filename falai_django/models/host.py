@@ -70,6 +70,7 @@ class Conversation(Session):
         permissions = [
             ("handoff_conversation", _("Can hand a conversation over to a human and back")),
             ("reply_conversation", _("Can reply to a conversation as a human")),
+            ("erase_conversation", _("Can erase a conversation everywhere")),
         ]
 
 

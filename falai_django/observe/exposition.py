@@ -110,6 +110,8 @@ def _seeds() -> dict[str, list[dict[str, str]]]:
         "falai_turn_duration_seconds": [{}],
         "falai_wake_lateness_seconds": [{}],
         "falai_replay_runs_total": [{"result": "done"}, {"result": "failed"}],
+        "falai_erasures_total": [{"result": "erased"}, {"result": "busy"}],
+        "falai_purged_rows_total": [{"kind": k} for k in ("run_log", "transcript", "wakes", "desk")],
     }
     channel = metrics.configured_channel()
     if channel:

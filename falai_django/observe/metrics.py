@@ -66,6 +66,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
                           "type and outcome (transcribed, described, failed).", ("channel", "type", "outcome")),
     "falai_replay_runs_total": ("Replays of a flow version asked for in the admin, by result (done, failed).",
                                 ("result",)),
+    "falai_erasures_total": ("Conversations erased (erased), or refused because a turn of theirs was running "
+                             "(busy).", ("result",)),
+    "falai_purged_rows_total": ("Rows manage.py falai_purge deleted, by retention key (run_log, "
+                                "transcript, wakes, desk).", ("kind",)),
 }
 
 # name: (help, label names, bucket bounds)
