@@ -21,7 +21,7 @@ from drf_spectacular.renderers import (
     OpenApiYamlRenderer2,
 )
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
 
 from falai_django.api.auth import SIGNATURE_HEADER, TIMESTAMP_HEADER
@@ -47,6 +47,18 @@ def answers(ok: dict[int, tuple[Any, str]], *, errors: dict[int, str] | None = N
         key = (code, content_type) if content_type else code
         responses[key] = OpenApiResponse(response=body, description=description)
     return responses
+
+
+def extend_method_schema(**kwargs: Any) -> Any:
+    """`extend_schema` for one method of a view with several: drf-spectacular builds a method's
+    schema on the project's `DEFAULT_SCHEMA_CLASS` (DRF's own, in many projects), not on the
+    view's `schema`, so the method is given drf-spectacular's `AutoSchema` first."""
+
+    def decorate(method: Any) -> Any:
+        method.kwargs = {"schema": AutoSchema, **getattr(method, "kwargs", {})}
+        return extend_schema(**kwargs)(method)
+
+    return decorate
 
 
 class WebhookSignatureScheme(OpenApiAuthenticationExtension):

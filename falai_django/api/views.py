@@ -24,7 +24,7 @@ from rest_framework.views import APIView
 from falai_django import host, jsondepth
 from falai_django.api import failures, serializers
 from falai_django.api.auth import CanDriveConversations, CanEraseConversations, WebhookSignatureAuthentication
-from falai_django.api.schema import answers
+from falai_django.api.schema import answers, extend_method_schema
 from falai_django.engine.errors import FlowConfigurationError, InvalidSessionError, SessionConflictError
 from falai_django.host import outages
 from falai_django.models import Erasure
@@ -220,7 +220,7 @@ class SessionStateView(FalaiView):
             return [CanEraseConversations()]
         return super().get_permissions()
 
-    @extend_schema(tags=["sessions"], responses=answers(
+    @extend_method_schema(tags=["sessions"], responses=answers(
         {200: (dict, "Session, handoff, pending wakes, recent history and turns.")}, errors=_HANDOFF_ERRORS))
     def get(self, request, session_id: str) -> Response:
         """The conversation: session data, runs, pending wakes, recent history, handoff."""
@@ -230,7 +230,7 @@ class SessionStateView(FalaiView):
             raise NotFound(_("No conversation with this id."))
         return Response(state)
 
-    @extend_schema(tags=["sessions"], responses=answers(
+    @extend_method_schema(tags=["sessions"], responses=answers(
         {204: (None, "Erased: every row of the conversation is gone, and an audit row keeps its id as an HMAC.")},
         errors={**_HANDOFF_ERRORS, 403: "You need the 'erase conversation' permission (a signed webhook never has it).",
                 409: "A turn of this conversation is running; nothing was erased. Retry after Retry-After seconds."}))

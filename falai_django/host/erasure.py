@@ -87,6 +87,8 @@ def erase(session_id: str, *, user: Any = None, username: str | None = None,
                     cursor.execute(f"SET LOCAL lock_timeout = '{int(LOCK_TIMEOUT_MS)}ms'")
             _refuse_while_running(session_id, alias)
             deleted = _delete_everything(session_id, alias)
+            if _running_in_line(session_id, alias).exists():  # one that came in after the first look
+                raise ConversationBusyError(session_id, "a turn started")
             if not any(deleted.values()):
                 raise UnknownConversationError(session_id)
             erasure = Erasure.objects.using(alias).create(
@@ -103,6 +105,7 @@ def erase(session_id: str, *, user: Any = None, username: str | None = None,
         metrics.inc("falai_erasures_total", result="busy")
         raise
     metrics.inc("falai_erasures_total", result="erased")
+    _hand_over_inputs_that_waited(session_id)
     logger.info("falai erase: conversation %s erased via %s by %s (audit row %s): %s", session_id, via,
                 username or "-", erasure.pk, erasure.deleted)
     return erasure
@@ -118,13 +121,33 @@ def _refuse_while_running(session_id: str, alias: str) -> None:
     if not ordering.lock_for_transaction(session_id, alias):
         raise ConversationBusyError(session_id, "a worker is running its inputs")
     now = timezone.now()
-    if TurnRecord.objects.using(alias).filter(conversation_id=session_id, status=TurnRecord.Status.RECEIVED,
-                                              claimed_until__gt=now).exists():
+    if _running_in_line(session_id, alias).exists():
         raise ConversationBusyError(session_id, "a turn is running")
     lease = timedelta(seconds=float(conf.get("DISPATCH_LEASE_S")))
     if Wake.objects.using(alias).filter(conversation_id=session_id, state=Wake.State.QUEUED,
                                         claimed_at__gt=now - lease).exists():
         raise ConversationBusyError(session_id, "a wake is being fired")
+
+
+def _running_in_line(session_id: str, alias: str) -> QuerySet:
+    """Inputs whose caller is running them now (claimed, not lapsed): the API's, the desk's."""
+    return TurnRecord.objects.using(alias).filter(conversation_id=session_id, status=TurnRecord.Status.RECEIVED,
+                                                  claimed_until__gt=timezone.now())
+
+
+def _hand_over_inputs_that_waited(session_id: str) -> None:
+    """An input that arrived while the erasure held the turn lock found it taken, and its worker
+    left it for the holder (host/ordering.py); the erasure does not run inputs, so it queues
+    one drain for them. They start a new conversation."""
+    from falai_django.host.jobs import enqueue_turn
+
+    try:
+        waiting = ordering.open_inputs(session_id).values_list("id", flat=True).first()
+        if waiting is not None:
+            enqueue_turn(waiting)
+    except Exception:  # noqa: BLE001 - the erasure stands; the inbox sweep picks the input up
+        logger.exception("falai erase: conversation %s: could not queue the inputs that came in during the "
+                         "erasure; the inbox sweep runs them", session_id)
 
 
 def _delete_everything(session_id: str, alias: str) -> dict[str, int]:
@@ -139,7 +162,10 @@ def _delete_everything(session_id: str, alias: str) -> dict[str, int]:
 
     for model in (History, DeskEntry, ReadMarker, Assignment, Wake):
         gone(model.objects.filter(conversation_id=session_id))
-    gone(TurnRecord.objects.filter(conversation_id=session_id))
+    # An input whose caller started it after the first look is kept, and refuses the erasure
+    # just after (the deletes are rolled back): its turn would otherwise write into rows gone.
+    gone(TurnRecord.objects.filter(conversation_id=session_id).exclude(
+        status=TurnRecord.Status.RECEIVED, claimed_until__gt=timezone.now()))
     gone(ReplayResult.objects.filter(conversation_id=session_id))
     gone(EarlyStatus.objects.filter(pk__in=_early_statuses_of(session_id, alias)))
     gone(Session.objects.filter(pk=session_id))

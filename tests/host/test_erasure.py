@@ -214,6 +214,44 @@ def test_a_worker_draining_the_conversation_refuses_the_erasure():
     assert Session.objects.filter(pk=PHONE).exists()
 
 
+def test_an_in_line_turn_that_starts_during_the_erasure_refuses_it_and_nothing_is_deleted(monkeypatch):
+    from falai_django.host import erasure
+
+    host.handle_message(PHONE, "oi", id="w.1")
+    first_look = erasure._refuse_while_running
+
+    def a_caller_arrives_right_after(session_id, alias):
+        first_look(session_id, alias)
+        host.receive(session_id, {"message": "meu nome é Ana", "id": "w.2"}, claim=True)
+
+    monkeypatch.setattr(erasure, "_refuse_while_running", a_caller_arrives_right_after)
+    with pytest.raises(host.ConversationBusyError, match="a turn started"):
+        host.erase(PHONE)
+    assert Session.objects.filter(pk=PHONE).exists()
+    assert History.objects.filter(conversation_id=PHONE).exists()
+    assert TurnRecord.objects.filter(conversation_id=PHONE).count() == 1  # its own row was written by then
+    assert not Erasure.objects.exists()
+
+
+def test_an_input_stored_during_the_erasure_is_run_after_it_as_a_new_conversation(monkeypatch):
+    from falai_django.host import erasure
+
+    host.handle_message(PHONE, "oi", id="w.1")
+    delete_everything = erasure._delete_everything
+
+    def a_webhook_stores_one_meanwhile(session_id, alias):
+        deleted = delete_everything(session_id, alias)
+        # its worker would find the turn lock taken and leave it to the holder
+        host.receive(session_id, {"message": "oi de novo", "id": "w.9"})
+        return deleted
+
+    monkeypatch.setattr(erasure, "_delete_everything", a_webhook_stores_one_meanwhile)
+    host.erase(PHONE)
+    assert list(History.objects.filter(conversation_id=PHONE, role="user").values_list("content", flat=True)) == [
+        "oi de novo"]
+    assert TurnRecord.objects.get(conversation_id=PHONE).status == TurnRecord.Status.DONE
+
+
 # -- the API ------------------------------------------------------------------------------------
 
 
@@ -341,3 +379,14 @@ def test_the_erasures_list_finds_an_erased_id_by_its_hmac():
     rows = found.content.decode().split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     assert f'<td class="field-session_hash">{host.audit_hash(PHONE)}</td>' in rows
     assert not list(client.get("/admin/falai_django/erasure/", {"q": OTHER}).context["cl"].result_list)
+
+
+def test_the_openapi_schema_documents_the_erasure():
+    from .helpers import staff_client
+
+    schema = staff_client().get("/falai/schema", HTTP_ACCEPT="application/json").json()
+    path = next(p for p in schema["paths"] if p.endswith("/sessions/{session_id}"))
+    erase = schema["paths"][path]["delete"]
+    assert {"204", "403", "404", "409"} <= set(erase["responses"])
+    assert "Erase the conversation everywhere" in erase["description"]
+    assert "get" in schema["paths"][path]  # reading it is still described
