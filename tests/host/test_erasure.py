@@ -165,6 +165,44 @@ def test_a_turn_running_in_line_refuses_the_erasure_and_nothing_is_deleted():
     assert not TurnRecord.objects.filter(conversation_id=PHONE).exists()
 
 
+def test_a_turn_waiting_on_the_model_in_another_thread_refuses_the_erasure_and_the_api_says_409():
+    from . import agents
+
+    asked, answer = threading.Event(), threading.Event()
+
+    def slow_model(request):
+        if "meu nome" in (request.prompt or ""):  # the second message's call takes its time
+            asked.set()
+            answer.wait(20)
+        return agents.understand_reply(request)
+
+    agents.use(agents.ana(provider=agents.scripted_provider(understand=[slow_model] * 10), clock=agents.clock()))
+    host.handle_message(PHONE, "oi", id="w.1")
+    results: list[str] = []
+
+    def customer() -> None:
+        try:
+            results.append(host.handle_message(PHONE, "meu nome é Ana", id="w.2").status)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=customer)
+    thread.start()
+    try:
+        assert asked.wait(10)
+        with pytest.raises(host.ConversationBusyError):
+            host.erase(PHONE)
+        response = _token_client(_user("dpo", "erase_conversation")).delete(url(PHONE))
+        assert response.status_code == 409 and response.headers["Retry-After"]
+    finally:
+        answer.set()
+        thread.join(30)
+    assert results == ["done"]
+    assert History.objects.filter(conversation_id=PHONE, role="user").count() == 2  # nothing was erased
+    host.erase(PHONE)  # the turn is over
+    assert _rows_naming(PHONE) == {}
+
+
 def test_a_wake_being_fired_refuses_the_erasure():
     host.handle_message(PHONE, "oi", id="w.1")
     host.handle_message(PHONE, "meu nome é Ana", id="w.2")
@@ -309,6 +347,32 @@ def test_falai_erase_no_input_erases_each_id_and_names_the_user(capsys):
     assert rows == [(host.audit_hash(PHONE), "dpo", "command"), (host.audit_hash(OTHER), "dpo", "command")]
     out = capsys.readouterr().out
     assert f"{PHONE}: erased" in out and f"{OTHER}: erased" in out
+
+
+@pytest.mark.parametrize("quiet", [("--no-input",), ("--noinput",)])
+def test_falai_erase_takes_no_input_the_ways_django_commands_do(quiet):
+    host.handle_message(PHONE, "oi", id="w.1")
+    call_command("falai_erase", PHONE, *quiet)
+    assert not Session.objects.filter(pk=PHONE).exists()
+    host.handle_message(PHONE, "oi", id="w.2")
+    call_command("falai_erase", PHONE, no_input=True)
+    assert not Session.objects.filter(pk=PHONE).exists()
+    host.handle_message(PHONE, "oi", id="w.3")
+    call_command("falai_erase", PHONE, interactive=False)
+    assert not Session.objects.filter(pk=PHONE).exists()
+    assert Erasure.objects.count() == 3
+
+
+def test_falai_erase_without_a_terminal_asks_for_no_input(monkeypatch):
+    host.handle_message(PHONE, "oi", id="w.1")
+
+    def no_terminal(prompt):
+        raise EOFError
+
+    monkeypatch.setattr("builtins.input", no_terminal)
+    with pytest.raises(CommandError, match="--no-input"):
+        call_command("falai_erase", PHONE)
+    assert Session.objects.filter(pk=PHONE).exists()
 
 
 def test_falai_erase_asks_first_and_a_no_changes_nothing(monkeypatch, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import getpass
 
 from django.contrib.auth import get_user_model
@@ -9,6 +10,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from falai_django import host
 from falai_django.models import Erasure
+
+
+def _yes(value: object) -> bool:
+    return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes")
 
 
 class Command(BaseCommand):
@@ -20,8 +25,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("session_ids", nargs="+", metavar="SESSION_ID", help="The conversations to erase.")
-        parser.add_argument("--no-input", "--noinput", action="store_false", dest="interactive",
+        parser.add_argument("--no-input", "--noinput", action="store_true", dest="no_input",
                             help="Do not ask for confirmation.")
+        # call_command(..., interactive=False), as Django's own commands take it
+        parser.add_argument("--interactive", type=_yes, default=True, help=argparse.SUPPRESS)
         parser.add_argument("--user", metavar="USERNAME",
                             help="The Django user the audit rows name (default: the account running the command, "
                                  "by its login name).")
@@ -29,9 +36,12 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         ids = list(dict.fromkeys(options["session_ids"]))  # each once, in the order given
         user, username = self._who(options["user"])
-        if options["interactive"]:
-            answer = input(f"Erase {len(ids)} conversation(s) everywhere? This cannot be undone.\n"
-                           "Type 'yes' to continue, or 'no' to cancel: ")
+        if options["interactive"] and not options["no_input"]:
+            try:
+                answer = input(f"Erase {len(ids)} conversation(s) everywhere? This cannot be undone.\n"
+                               "Type 'yes' to continue, or 'no' to cancel: ")
+            except EOFError:
+                raise CommandError("No answer to the confirmation (no terminal): pass --no-input.") from None
             if answer.strip().lower() != "yes":
                 self.stdout.write("Erasure cancelled; nothing was changed.")
                 return
