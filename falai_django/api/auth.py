@@ -94,12 +94,9 @@ class CanDriveConversations(permissions.BasePermission):
     message = _("You need the 'change conversation' permission or a signed webhook.")
 
     def has_permission(self, request, view) -> bool:
-        user = request.user
-        if isinstance(user, WebhookClient):
+        if isinstance(request.user, WebhookClient):
             return True
-        return bool(
-            user and user.is_authenticated and user.is_active and user.has_perm("falai_django.change_conversation")
-        )
+        return _person_with(request.user, "falai_django.change_conversation")
 
 
 class CanEraseConversations(permissions.BasePermission):
@@ -109,9 +106,10 @@ class CanEraseConversations(permissions.BasePermission):
     message = _("You need the 'erase conversation' permission.")
 
     def has_permission(self, request, view) -> bool:
-        user = request.user
-        if isinstance(user, ServiceClient):
-            return False
-        return bool(
-            user and user.is_authenticated and user.is_active and user.has_perm("falai_django.erase_conversation")
-        )
+        return _person_with(request.user, "falai_django.erase_conversation")
+
+
+def _person_with(user, perm: str) -> bool:
+    """An active, authenticated Django user (not a service) holding `perm`."""
+    return bool(user and not isinstance(user, ServiceClient) and user.is_authenticated and user.is_active
+                and user.has_perm(perm))

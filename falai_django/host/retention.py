@@ -3,12 +3,16 @@ django-q2 task `falai_django.tasks.purge` a schedule runs).
 
 `FALAI["RETENTION"]` gives each kind of row an age limit (`conf.retention()`); older rows go:
 
-- `run_log`     finished inputs (`TurnRecord` done, unchanged or failed) by `finished_at`; an
-                input still open (received, parked for retry) stays whatever its age. The flow
-                funnel and replays read the run log, so they see only what is kept.
-- `transcript`  transcript lines (`History`) by `at`; a message still to send stays.
-- `wakes`       fired wakes (`Wake` done) by `fired_at` (their due time when unrecorded).
-- `desk`        the desk's notes and markers (`DeskEntry`) by `at`.
+- `run_log`     finished inputs (`TurnRecord` done, unchanged or failed); an input still open
+                (received, parked for retry) stays whatever its age. The flow funnel and replays
+                read the run log, so they see only what is kept; the admin's finished replays
+                (`ReplayRun`, with their reports) go by the same limit.
+- `transcript`  transcript lines (`History`); a message still to send stays.
+- `wakes`       fired wakes (`Wake` done); pending and queued ones stay.
+- `desk`        the desk's notes and markers (`DeskEntry`).
+
+A row is past the limit once any of its time columns is (`Kind.dated_by`: when it was
+written, and for some when it finished or fired).
 
 Safe while the host serves: it walks each table by primary key, `batch` rows at a time, and
 each batch is one short transaction of its own (a DELETE of at most `batch` rows by primary key,
@@ -32,7 +36,7 @@ from django.db.models import Model, Q
 from django.utils import timezone
 
 from falai_django import conf
-from falai_django.models import DeskEntry, History, TurnRecord, Wake
+from falai_django.models import DeskEntry, History, ReplayRun, TurnRecord, Wake
 from falai_django.observe import metrics
 
 logger = logging.getLogger("falai_django.host")
@@ -42,24 +46,32 @@ BATCH = 1000
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of row `FALAI["RETENTION"]` names: its model, the column that orders it in time
-    (the walk's stop rule) and which of its rows may go once older than `cutoff`."""
+    """One kind of row `FALAI["RETENTION"]` names: its model, the time columns that date a row
+    (it goes once any of them is past the limit: they are written in this order, the first
+    one being when the row was written), and which rows stay whatever their age (`stays`)."""
 
     key: str
     model: type[Model]
-    written_at: str
-    expired: Callable[[datetime], Q]
+    dated_by: tuple[str, ...]
+    stays: Q | None = None
+
+    def expired(self, cutoff: datetime) -> Q:
+        old = Q()
+        for column in self.dated_by:
+            old |= Q(**{f"{column}__lt": cutoff})
+        return old & ~self.stays if self.stays is not None else old
 
 
+_OPEN_INPUT = Q(status__in=[TurnRecord.Status.RECEIVED, TurnRecord.Status.RETRY])
 KINDS: tuple[Kind, ...] = (
-    Kind("run_log", TurnRecord, "received_at",
-         lambda cutoff: Q(status__in=[TurnRecord.Status.DONE, TurnRecord.Status.UNCHANGED, TurnRecord.Status.FAILED],
-                          finished_at__lt=cutoff)),
-    Kind("transcript", History, "at",
-         lambda cutoff: Q(at__lt=cutoff) & ~Q(send_status__in=[History.SendStatus.PENDING, History.SendStatus.SENDING])),
-    Kind("wakes", Wake, "created_at",
-         lambda cutoff: Q(state=Wake.State.DONE) & (Q(fired_at__lt=cutoff) | Q(fired_at__isnull=True, at__lt=cutoff))),
-    Kind("desk", DeskEntry, "at", lambda cutoff: Q(at__lt=cutoff)),
+    Kind("run_log", TurnRecord, ("received_at", "finished_at"), stays=_OPEN_INPUT),
+    # The admin's replays are read from the run log and keep its texts in their reports.
+    Kind("run_log", ReplayRun, ("requested_at", "finished_at"),
+         stays=Q(state__in=[ReplayRun.State.QUEUED, ReplayRun.State.RUNNING])),
+    Kind("transcript", History, ("at",),
+         stays=Q(send_status__in=[History.SendStatus.PENDING, History.SendStatus.SENDING])),
+    Kind("wakes", Wake, ("created_at", "at", "fired_at"), stays=~Q(state=Wake.State.DONE)),
+    Kind("desk", DeskEntry, ("at",)),
 )
 
 
@@ -82,7 +94,7 @@ def purge(*, now: datetime | None = None, batch: int = BATCH, only: list[str] | 
         limit = limits[kind.key]
         if limit is None or (only is not None and kind.key not in only):
             continue
-        report[kind.key] = _purge_kind(kind, now - limit, batch, pause_s, progress)
+        report[kind.key] = report.get(kind.key, 0) + _purge_kind(kind, now - limit, batch, pause_s, progress)
     logger.info("falai purge: deleted %s", ", ".join(f"{n} {key}" for key, n in report.items()) or "nothing (all kept)")
     return report
 
@@ -98,27 +110,30 @@ def _purge_kind(kind: Kind, cutoff: datetime, batch: int, pause_s: float,
         page = rows.order_by("pk")
         if after is not None:
             page = page.filter(pk__gt=after)
-        seen = list(page.values_list("pk", kind.written_at)[:batch])
+        seen = list(page.values_list("pk", *kind.dated_by)[:batch])
         if not seen:
             break
         after = seen[-1][0]
         with transaction.atomic(using=alias):
-            ids = list(rows.filter(expired, pk__in=[pk for pk, _at in seen]).values_list("pk", flat=True))
-            if ids:
-                if model is TurnRecord:  # the transcript keeps its lines; they no longer name the turn
-                    History.objects.using(alias).filter(turn_id__in=ids).update(turn=None)
-                # No signals and no collector: nothing cascades from these rows (the run log's
-                # one reference, the transcript's, was cleared just above).
-                deleted = rows.filter(pk__in=ids)._raw_delete(alias)
-            else:
-                deleted = 0
+            ids = list(rows.filter(expired, pk__in=[row[0] for row in seen]).values_list("pk", flat=True))
+            deleted = _delete(model, rows, ids, alias) if ids else 0
         if deleted:
             total += deleted
             metrics.inc("falai_purged_rows_total", deleted, kind=kind.key)
             if progress is not None:
                 progress(kind.key, deleted)
-        if all(at is not None and at >= cutoff for _pk, at in seen):
+        if all(at is None or at >= cutoff for row in seen for at in row[1:]):
             break  # written in time order: everything after this batch is newer still
         if pause_s:
             time.sleep(pause_s)
     return total
+
+
+def _delete(model: type[Model], rows: Any, ids: list[Any], alias: str) -> int:
+    if model is ReplayRun:  # its results go with it (the collector cascades)
+        return rows.filter(pk__in=ids).delete()[1].get(model._meta.label, 0)
+    if model is TurnRecord:  # the transcript keeps its lines; they no longer name the turn
+        History.objects.using(alias).filter(turn_id__in=ids).update(turn=None)
+    # No signals and no collector: nothing else cascades from these rows (the run log's one
+    # reference, the transcript's, was cleared just above).
+    return rows.filter(pk__in=ids)._raw_delete(alias)

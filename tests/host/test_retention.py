@@ -113,6 +113,37 @@ def test_open_inputs_pending_sends_and_pending_wakes_stay_whatever_their_age(ret
     assert _ids(Wake) == wakes and report["wakes"] == 0  # not fired yet
 
 
+def test_finished_replays_go_with_the_run_log_and_a_running_one_stays(retention):
+    from falai_django.models import Flow, ReplayResult, ReplayRun
+
+    retention(run_log="30d", transcript=None, wakes=None, desk=None)
+    Flow.objects.bulk_create([Flow(id="triagem", spec={"id": "triagem", "steps": []})])
+    old = ReplayRun.objects.create(flow_id="triagem", version=1, state=ReplayRun.State.DONE,
+                                   finished_at=NOW - timedelta(days=40))
+    ReplayResult.objects.create(run=old, position=0, conversation_id="5511987654321", status="same",
+                                report={"turns": [{"said": "Oi, Ana!"}]})
+    running = ReplayRun.objects.create(flow_id="triagem", version=2, state=ReplayRun.State.RUNNING)
+    recent = ReplayRun.objects.create(flow_id="triagem", version=2, state=ReplayRun.State.FAILED,
+                                      finished_at=NOW - timedelta(days=1))
+    ReplayRun.objects.filter(pk__in=[old.pk, running.pk]).update(requested_at=NOW - timedelta(days=40))
+    ReplayRun.objects.filter(pk=recent.pk).update(requested_at=NOW - timedelta(days=1))
+
+    assert host.purge(now=NOW) == {"run_log": 1}
+
+    assert _ids(ReplayRun) == {running.pk, recent.pk}
+    assert not ReplayResult.objects.exists()
+
+
+@pytest.mark.parametrize("column", ["received_at", "finished_at"])
+def test_a_run_log_row_is_past_the_limit_once_any_of_its_times_is(retention, column):
+    retention(run_log="7d", transcript=None, wakes=None, desk=None)
+    host.handle_message("c1", "oi", id="c1.1")
+    TurnRecord.objects.update(**{column: NOW - timedelta(days=8)})  # the other one stays recent
+    assert TurnRecord.objects.exclude(**{f"{column}__lt": NOW - timedelta(days=7)}).count() == 0
+    assert host.purge(now=NOW) == {"run_log": 1}
+    assert not TurnRecord.objects.exists()
+
+
 def test_none_keeps_forever(retention):
     retention(run_log=None, transcript=None, wakes=None, desk=None)
     _conversation("c1")
