@@ -167,6 +167,7 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
                 "raw": pretty_json(read.blob),
                 "can_handoff": self.has_handoff_permission(request, obj),
                 "can_reply": self.has_reply_permission(request, obj),
+                "erase_url": self.erase_url(obj.pk) if self.has_erase_permission(request, obj) else None,
                 "understand_default": handoff.understand_by_default(),
                 "me": request.user.get_username(),
                 "urls": {op.replace("-", "_"): self.operation_url(obj.pk, op) for op in OPERATIONS},
@@ -180,7 +181,12 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
                 "<path:object_id>/handoff/<slug:operation>/",
                 self.admin_site.admin_view(self.operation_view),
                 name=f"{self.opts.app_label}_{self.opts.model_name}_handoff",
-            )
+            ),
+            path(
+                "<path:object_id>/erase/",
+                self.admin_site.admin_view(self.erase_view),
+                name=f"{self.opts.app_label}_{self.opts.model_name}_erase",
+            ),
         ]
         return self.desk_urls() + own + super().get_urls()  # before the catch-all "<path:object_id>/" redirect
 
@@ -207,6 +213,42 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
             raise PermissionDenied
         self.run_operation(request, obj, run)
         return HttpResponseRedirect(self.change_url(obj.pk, anchor))
+
+    def erase_url(self, pk: str) -> str:
+        return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_erase", args=[quote(pk)],
+                       current_app=self.admin_site.name)
+
+    def erase_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The page's "Erase everywhere…": GET asks, POST erases (`host.erase`) and goes back to
+        the list; a turn running leaves it alone and says so on the page."""
+        pk = unquote(object_id)
+        if not self.has_erase_permission(request):
+            raise PermissionDenied
+        obj = self.get_object(request, pk)
+        if obj is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if request.method == "POST":
+            try:
+                host.erase(obj.pk, user=request.user, via=Erasure.Via.ADMIN)
+            except host.ConversationBusyError:
+                self.message_user(request, gettext("Not erased, a turn was running: %(ids)s. Try again in a few "
+                                                   "seconds.") % {"ids": obj.pk}, messages.ERROR)
+                return HttpResponseRedirect(self.change_url(obj.pk))
+            except host.UnknownConversationError:
+                pass  # erased meanwhile
+            self.message_user(request, ngettext(
+                "Erased %(count)d conversation everywhere; the erasures list keeps its audit row.",
+                "Erased %(count)d conversations everywhere; the erasures list keeps their audit rows.", 1)
+                % {"count": 1}, messages.SUCCESS)
+            return HttpResponseRedirect(reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist",
+                                                current_app=self.admin_site.name))
+        return TemplateResponse(request, "admin/falai_django/conversation/erase.html", {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "object": obj,
+            "title": gettext("Erase this conversation everywhere?"),
+            "change_url": self.change_url(obj.pk),
+        })
 
     def _take_over(self, request: HttpRequest, obj: Conversation) -> str:
         owner = request.user.get_username()

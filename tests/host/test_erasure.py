@@ -145,6 +145,21 @@ def test_the_erased_phone_number_is_in_no_table_afterwards_and_the_audit_row_pro
     assert PHONE not in json.dumps(stored.deleted) and PHONE not in stored.username
 
 
+def test_the_flow_funnel_no_longer_counts_the_erased_conversation():
+    from falai_django.flows.funnel import flow_funnel
+
+    for sid in (PHONE, OTHER):
+        host.handle_message(sid, "oi", id=f"{sid}.1")
+        host.handle_message(sid, "meu nome é Ana", id=f"{sid}.2")
+    today = timezone.localdate()
+    before = flow_funnel("triagem", today, today)
+    assert before["started"] == 2 and {s["id"]: s["reached"] for s in before["steps"]}["quem"] == 2
+    host.erase(PHONE)
+    after = flow_funnel("triagem", today, today)
+    assert after["started"] == 1 and {s["id"]: s["reached"] for s in after["steps"]}["quem"] == 1
+    assert after["fields"] == [{"field": "nome", "runs": 1, "asks": before["fields"][0]["asks"] // 2}]
+
+
 def test_nothing_stored_under_the_id_is_an_error_and_writes_no_audit_row():
     with pytest.raises(host.UnknownConversationError):
         host.erase("5500000000000")
@@ -454,3 +469,21 @@ def test_the_openapi_schema_documents_the_erasure():
     assert {"204", "403", "404", "409"} <= set(erase["responses"])
     assert "Erase the conversation everywhere" in erase["description"]
     assert "get" in schema["paths"][path]  # reading it is still described
+
+
+def test_the_conversation_page_links_to_a_confirmation_that_erases():
+    host.handle_message(PHONE, "oi", id="w.1")
+    erase_url = f"/admin/falai_django/conversation/{PHONE}/erase/"
+    viewer = _admin(_user("viewer", "view_conversation"))
+    assert erase_url.encode() not in viewer.get(f"/admin/falai_django/conversation/{PHONE}/change/").content
+    assert viewer.post(erase_url).status_code == 403
+    client = _admin(_user("dpo", "view_conversation", "erase_conversation"))
+    assert erase_url.encode() in client.get(f"/admin/falai_django/conversation/{PHONE}/change/").content
+    asked = client.get(erase_url)
+    assert asked.status_code == 200 and "This cannot be undone" in asked.content.decode()
+    assert Session.objects.filter(pk=PHONE).exists()  # asking erases nothing
+    done = client.post(erase_url, follow=True)
+    assert done.redirect_chain[-1][0] == CHANGELIST
+    assert "Erased 1 conversation" in done.content.decode()
+    assert not Session.objects.filter(pk=PHONE).exists()
+    assert Erasure.objects.get().via == "admin"
