@@ -487,3 +487,20 @@ def test_the_conversation_page_links_to_a_confirmation_that_erases():
     assert "Erased 1 conversation" in done.content.decode()
     assert not Session.objects.filter(pk=PHONE).exists()
     assert Erasure.objects.get().via == "admin"
+
+
+def test_erasures_and_refusals_are_counted(settings):
+    from .helpers import METRICS_TOKEN, moved, scrape
+
+    settings.FALAI = {**settings.FALAI, "METRICS_TOKEN": METRICS_TOKEN}
+    host.handle_message(PHONE, "oi", id="w.1")
+    before = scrape()
+    assert ("falai_erasures_total", (("result", "busy"),)) in before  # shown at 0 before anything happened
+    host.receive(PHONE, {"message": "meu nome é Ana", "id": "w.2"}, claim=True)
+    with pytest.raises(host.ConversationBusyError):
+        host.erase(PHONE)
+    TurnRecord.objects.update(claimed_until=None)
+    host.erase(PHONE)
+    after = scrape()
+    assert moved(before, after, "falai_erasures_total", result="busy") == 1
+    assert moved(before, after, "falai_erasures_total", result="erased") == 1

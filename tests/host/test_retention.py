@@ -287,3 +287,20 @@ def test_the_task_the_schedule_runs_purges(retention):
     TurnRecord.objects.update(received_at=NOW - timedelta(days=3000), finished_at=NOW - timedelta(days=3000))
     assert tasks.purge() == {"run_log": 2}
     assert not TurnRecord.objects.exists()
+
+
+def test_purged_rows_are_counted_by_kind(retention, settings):
+    from .helpers import METRICS_TOKEN, moved, scrape
+
+    settings.FALAI = {**settings.FALAI, "METRICS_TOKEN": METRICS_TOKEN}
+    retention(run_log="1d", transcript="1d", wakes=None, desk=None)
+    _conversation("c1")
+    _age(TurnRecord, 2)
+    _age(History, 2)
+    lines = History.objects.count()
+    before = scrape()
+    host.purge(now=NOW)
+    after = scrape()
+    assert moved(before, after, "falai_purged_rows_total", kind="run_log") == 2
+    assert moved(before, after, "falai_purged_rows_total", kind="transcript") == lines > 0
+    assert moved(before, after, "falai_purged_rows_total", kind="wakes") == 0
