@@ -98,6 +98,7 @@ def erase(session_id: str, *, user: Any = None, username: str | None = None,
         if _sqlstate(exc) in _BUSY_SQLSTATES:
             logger.warning("falai erase: conversation %s: a row stayed locked past %d ms; nothing was erased",
                            session_id, LOCK_TIMEOUT_MS)
+            metrics.inc("falai_erasures_total", result="busy")
             raise ConversationBusyError(session_id, "its rows are being written") from exc
         raise
     except ConversationBusyError as exc:
