@@ -228,18 +228,8 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
         if obj is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
         if request.method == "POST":
-            try:
-                host.erase(obj.pk, user=request.user, via=Erasure.Via.ADMIN)
-            except host.ConversationBusyError:
-                self.message_user(request, gettext("Not erased, a turn was running: %(ids)s. Try again in a few "
-                                                   "seconds.") % {"ids": obj.pk}, messages.ERROR)
+            if self._erase(request, [obj.pk]):  # a turn was running: still there
                 return HttpResponseRedirect(self.change_url(obj.pk))
-            except host.UnknownConversationError:
-                pass  # erased meanwhile
-            self.message_user(request, ngettext(
-                "Erased %(count)d conversation everywhere; the erasures list keeps its audit row.",
-                "Erased %(count)d conversations everywhere; the erasures list keeps their audit rows.", 1)
-                % {"count": 1}, messages.SUCCESS)
             return HttpResponseRedirect(reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist",
                                                 current_app=self.admin_site.name))
         return TemplateResponse(request, "admin/falai_django/conversation/erase.html", {
@@ -336,8 +326,13 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
     def erase_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
         """Erase each selected conversation (`host.erase`), one transaction and one audit row each.
         No admin log line is written: it would keep the id the erasure removes."""
+        self._erase(request, list(queryset.order_by().values_list("pk", flat=True)))
+
+    def _erase(self, request: HttpRequest, pks: list[str]) -> list[str]:
+        """Erase each conversation (`host.erase`) and say what happened; returns the ones left
+        alone because a turn of theirs was running."""
         erased, busy = 0, []
-        for pk in list(queryset.order_by().values_list("pk", flat=True)):
+        for pk in pks:
             try:
                 host.erase(pk, user=request.user, via=Erasure.Via.ADMIN)
             except host.ConversationBusyError:
@@ -354,6 +349,7 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
         if busy:
             self.message_user(request, gettext("Not erased, a turn was running: %(ids)s. Try again in a few seconds.")
                               % {"ids": ", ".join(busy)}, messages.ERROR)
+        return busy
 
     def _bulk(self, request: HttpRequest, queryset: QuerySet, operation: Callable[[str], Any], note: str) -> None:
         done: list[Conversation] = []

@@ -132,8 +132,7 @@ def _refuse_while_running(session_id: str, alias: str) -> None:
 
 def _running_in_line(session_id: str, alias: str) -> QuerySet:
     """Inputs whose caller is running them now (claimed, not lapsed): the API's, the desk's."""
-    return TurnRecord.objects.using(alias).filter(conversation_id=session_id, status=TurnRecord.Status.RECEIVED,
-                                                  claimed_until__gt=timezone.now())
+    return TurnRecord.objects.using(alias).filter(ordering.claimed(timezone.now()), conversation_id=session_id)
 
 
 def _hand_over_inputs_that_waited(session_id: str) -> None:
@@ -165,8 +164,7 @@ def _delete_everything(session_id: str, alias: str) -> dict[str, int]:
         gone(model.objects.filter(conversation_id=session_id))
     # An input whose caller started it after the first look is kept, and refuses the erasure
     # just after (the deletes are rolled back): its turn would otherwise write into rows gone.
-    gone(TurnRecord.objects.filter(conversation_id=session_id).exclude(
-        status=TurnRecord.Status.RECEIVED, claimed_until__gt=timezone.now()))
+    gone(TurnRecord.objects.filter(conversation_id=session_id).exclude(ordering.claimed(timezone.now())))
     gone(ReplayResult.objects.filter(conversation_id=session_id))
     gone(EarlyStatus.objects.filter(pk__in=_early_statuses_of(session_id, alias)))
     gone(Session.objects.filter(pk=session_id))

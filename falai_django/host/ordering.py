@@ -74,6 +74,11 @@ def is_claimed(record: Any, now: datetime) -> bool:
             and record.claimed_until > now)
 
 
+def claimed(now: datetime) -> Q:
+    """`is_claimed` as a query: the inputs their in-line callers are running now."""
+    return Q(status=TurnRecord.Status.RECEIVED, claimed_until__gt=now)
+
+
 def is_parked(record: Any, now: datetime) -> bool:
     """Parked for a retry that is not due yet, after an attempt (a provider failure). An in-line
     input parked only because it waited for earlier ones (`park_behind`, never attempted) holds

@@ -36,6 +36,7 @@ from django.db.models import Model, Q
 from django.utils import timezone
 
 from falai_django import conf
+from falai_django.host import ordering
 from falai_django.models import DeskEntry, History, ReplayRun, TurnRecord, Wake
 from falai_django.observe import metrics
 
@@ -62,9 +63,8 @@ class Kind:
         return old & ~self.stays if self.stays is not None else old
 
 
-_OPEN_INPUT = Q(status__in=[TurnRecord.Status.RECEIVED, TurnRecord.Status.RETRY])
 KINDS: tuple[Kind, ...] = (
-    Kind("run_log", TurnRecord, ("received_at", "finished_at"), stays=_OPEN_INPUT),
+    Kind("run_log", TurnRecord, ("received_at", "finished_at"), stays=Q(status__in=ordering.OPEN)),
     # The admin's replays are read from the run log and keep its texts in their reports.
     Kind("run_log", ReplayRun, ("requested_at", "finished_at"),
          stays=Q(state__in=[ReplayRun.State.QUEUED, ReplayRun.State.RUNNING])),
