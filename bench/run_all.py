@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 # The benches in the order they run; any other bench/*.py with a main() runs after them.
-BENCHES = ("blob", "stores", "turn", "stream", "host", "wakes", "instruments", "replay")
+BENCHES = ("blob", "stores", "turn", "stream", "host", "wakes", "instruments", "replay", "scale")
 NOT_BENCHES = {"run_all", "__init__"}
 
 
@@ -77,6 +77,13 @@ TARGETS: tuple[Target, ...] = (
     Target("instruments", "instruments_share_of_turn_cpu_pct", "<=", 5, "%"),
     # issue 50: recorded host turns replayed with the cassette (run_case, no database)
     Target("replay", "turns_per_second", ">=", 2000, "/s"),
+    # issue 52: at 1,000,000 conversations and 20,000,000 transcript rows (p95, private cluster)
+    Target("scale", "desk_poll_p95_ms", "<=", 50, "ms"),
+    Target("scale", "admin_list_worst_p95_ms", "<=", 200, "ms"),
+    Target("scale", "admin_search_worst_p95_ms", "<=", 200, "ms"),
+    Target("scale", "api_worst_p95_ms", "<=", 100, "ms"),
+    Target("scale", "conversation_page_p95_ms", "<=", 150, "ms"),
+    Target("scale", "turn_vs_1k", "<=", 1.1, "x"),
 )
 
 

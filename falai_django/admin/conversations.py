@@ -35,12 +35,19 @@ from django.utils.translation import gettext_lazy as _
 
 from falai_django import handoff, host
 from falai_django.admin.desk import DeskAdminMixin, retry_send_note
-from falai_django.admin.filters import ConversationChangeList, FlowFilter, SilencedFilter, StatusFilter
+from falai_django.admin.filters import (
+    ConversationChangeList,
+    FlowFilter,
+    OwnerFilter,
+    SilencedFilter,
+    StatusFilter,
+)
 from falai_django.admin.sections import as_time, compact_json, outcomes_timeline, pretty_json, runs_of
 from falai_django.engine.errors import InvalidSessionError
 from falai_django.handoff import desk
 from falai_django.host import conversations
 from falai_django.host.conversations import STATUS_LABELS, conversation_status
+from falai_django.host.counting import EstimatingPaginator
 from falai_django.models import Assignment, Conversation, DeskEntry, Erasure, ReadMarker, SavedReply, Wake
 
 HANDOFF_CODENAME = "handoff_conversation"  # declared in Conversation.Meta.permissions
@@ -71,12 +78,14 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
         "last_assistant_at",
         "next_wake",
     )
-    list_filter = (StatusFilter, FlowFilter, ("human_owner", admin.AllValuesFieldListFilter), SilencedFilter)
-    search_fields = ("id", "blob__data", "history__content")
-    search_help_text = _("Search by conversation id, a collected value or words from the transcript.")
-    ordering = ("-last_user_at",)
+    list_filter = (StatusFilter, FlowFilter, OwnerFilter, SilencedFilter)
+    search_fields = ("id",)  # the search itself is `host.conversations.search` (get_search_results)
+    search_help_text = _("Search by conversation id (a phone number), a collected value (a name) or words "
+                         "from the transcript.")
+    ordering = conversations.LIST_ORDER  # newest customer message first (PostgreSQL: falai_sess_recent)
     list_per_page = 50
-    show_full_result_count = False  # one COUNT on a filtered 100,000-row table is enough
+    paginator = EstimatingPaginator  # "about 1,000,000 conversations": no COUNT over the table
+    show_full_result_count = False
     actions = ("silence_selected", "give_back_selected", "erase_selected")
     fields = (
         ("id", "status_badge"),
@@ -114,6 +123,10 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return ConversationChangeList
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str,
+                           ) -> tuple[QuerySet, bool]:
+        return conversations.search(queryset, search_term), False
 
     @admin.display(description=_("status"))
     def status_badge(self, obj: Conversation) -> str:

@@ -333,7 +333,9 @@ class SessionSummarySerializer(serializers.Serializer):
 class SessionPageSerializer(serializers.Serializer):
     """A page of `GET sessions` (DRF's page-number pagination)."""
 
-    count = serializers.IntegerField()
+    count = serializers.IntegerField(help_text=_("Conversations the filters match: exact up to 10,000, the "
+                                                 "database's estimate past it (see count_is_estimate)."))
+    count_is_estimate = serializers.BooleanField(help_text=_("Whether count is an estimate."))
     next = serializers.URLField(allow_null=True)
     previous = serializers.URLField(allow_null=True)
     results = SessionSummarySerializer(many=True)

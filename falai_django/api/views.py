@@ -10,7 +10,6 @@ from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.db.models import F
 from django.http import Http404, StreamingHttpResponse
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.openapi import AutoSchema
@@ -27,6 +26,7 @@ from falai_django.api.auth import CanDriveConversations, CanEraseConversations, 
 from falai_django.api.schema import answers, extend_method_schema
 from falai_django.engine.errors import FlowConfigurationError, InvalidSessionError, SessionConflictError
 from falai_django.host import outages
+from falai_django.host.counting import EstimatingPaginator
 from falai_django.models import Erasure
 
 logger = logging.getLogger("falai_django.api")
@@ -280,9 +280,18 @@ class _ListSchema(AutoSchema):
 
 
 class SessionPagination(PageNumberPagination):
+    """Pages of conversations; `count` is exact up to 10,000 and the planner's estimate past it
+    (`host.counting`), which `count_is_estimate` says."""
+
+    django_paginator_class = EstimatingPaginator
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def get_paginated_response(self, data: Any) -> Response:
+        response = super().get_paginated_response(data)
+        response.data["count_is_estimate"] = self.page.paginator.count_is_estimate
+        return response
 
 
 @extend_schema(tags=["sessions"], parameters=[
@@ -300,13 +309,13 @@ class SessionListView(FalaiView):
     schema = _ListSchema()
 
     def get(self, request) -> Response:
-        from falai_django.host.conversations import STATUS_FILTERS, search
+        from falai_django.host.conversations import LIST_ORDER, STATUS_FILTERS, search
         from falai_django.models import Session
 
         query = serializers.SessionListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         filters = query.validated_data
-        rows = Session.objects.defer("blob").order_by(F("last_user_at").desc(nulls_last=True), "id")
+        rows = Session.objects.defer("blob").order_by(*LIST_ORDER)
         if filters.get("status"):
             rows = rows.filter(STATUS_FILTERS[filters["status"]])
         if filters.get("flow"):

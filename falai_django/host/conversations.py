@@ -16,11 +16,14 @@ API and `manage.py falai_chat` share (reads only; nothing here writes).
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db import connections
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.utils.translation import gettext_lazy as _
 
 from falai_django import conf
@@ -159,7 +162,76 @@ def conversation_status(row: Any) -> str:
     return IDLE
 
 
+# The list's order (the admin's and `GET sessions`): newest customer message first, conversations
+# without one last, the id breaking ties. PostgreSQL walks `falai_sess_recent` for it.
+LIST_ORDER = (F("last_user_at").desc(nulls_last=True), "id")
+OWNERS_SHOWN = 200
+SEARCH_LIST_UP_TO = 1000  # matches a search hands over as a list of ids (more: a subquery)
+
+
+def owners(limit: int = OWNERS_SHOWN) -> list[str]:
+    """The people conversations are handed to now (`human_owner`), sorted: the admin's owner
+    filter. On PostgreSQL a loose index scan of the partial `falai_sess_owner` index (one probe
+    per distinct owner, however many conversations each holds); elsewhere a DISTINCT."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        rows = (SessionRow.objects.filter(human_owner__isnull=False).order_by("human_owner")
+                .values_list("human_owner", flat=True).distinct())
+        return list(rows[:limit])
+    table = SessionRow._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"""
+            WITH RECURSIVE owner AS (
+              (SELECT "human_owner" AS name FROM "{table}" WHERE "human_owner" IS NOT NULL
+               ORDER BY "human_owner" LIMIT 1)
+              UNION ALL
+              SELECT (SELECT "human_owner" FROM "{table}" WHERE "human_owner" > owner.name
+                      ORDER BY "human_owner" LIMIT 1)
+              FROM owner WHERE owner.name IS NOT NULL)
+            SELECT name FROM owner WHERE name IS NOT NULL LIMIT %s""", [limit])
+        return [name for (name,) in cursor.fetchall()]
+
+
 def search(queryset: QuerySet, text: str) -> QuerySet:
-    """What the admin's search box finds: the conversation id, a collected value, transcript words."""
+    """What the admin's search box and `GET sessions?q=` find: conversations whose id (a phone
+    number) or a collected value (a customer's name) contains the text, or whose transcript has
+    its words.
+
+    On PostgreSQL it is one `id IN (… UNION …)` over indexes (`models.search_indexes`): the id and
+    the collected values by `ILIKE` (trigram indexes, three characters or more), the transcript
+    by full-text search of each word as a prefix (`'simple'` configuration: no stemming, no stop
+    words), so a million conversations and tens of millions of transcript lines are searched in
+    milliseconds. Elsewhere (SQLite) the same three conditions are `icontains` scans."""
+    text = text.strip()
+    if not text:
+        return queryset
+    connection = connections[queryset.db]
+    if connection.vendor == "postgresql":
+        sql, params = _postgres_search(text)
+        # The ids first, as a list: the planner cannot tell a name's 40 matches from a common
+        # word's 400,000 (its estimate for a full-text prefix is a guess), and with a short list
+        # the page is a walk of the primary key. A search that matches more stays a subquery.
+        with connection.cursor() as cursor:
+            cursor.execute(f"{sql} LIMIT %s", [*params, SEARCH_LIST_UP_TO + 1])
+            found = [row[0] for row in cursor.fetchall()]
+        if len(found) <= SEARCH_LIST_UP_TO:
+            return queryset.filter(pk__in=found)
+        return queryset.filter(pk__in=RawSQL(sql, params))
     words = History.objects.filter(conversation_id=OuterRef("pk"), content__icontains=text)
     return queryset.filter(Q(id__icontains=text) | Q(blob__data__icontains=text) | Exists(words))
+
+
+def _postgres_search(text: str) -> tuple[str, list[Any]]:
+    from falai_django.models.search_indexes import DATA_TEXT, WORDS
+
+    sessions, history = SessionRow._meta.db_table, History._meta.db_table
+    like = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    parts = [f'SELECT "id" FROM "{sessions}" WHERE "id" ILIKE %s',
+             f'SELECT "id" FROM "{sessions}" WHERE {DATA_TEXT} ILIKE %s']
+    params: list[Any] = [like, like]
+    words = re.findall(r"[^\W_]+", text.lower())  # what to_tsquery takes as one word
+    if words:  # each word a prefix: "integr" finds "integram"
+        parts.append(f'SELECT "conversation_id" FROM "{history}" WHERE {WORDS} @@ to_tsquery(\'simple\', %s)')
+        params.append(" & ".join(f"{word}:*" for word in words))
+    return " UNION ".join(parts), params

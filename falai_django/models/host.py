@@ -31,6 +31,10 @@ class Session(models.Model):
     # Derived from the blob on every save (never written by hand).
     # Indexed only where the admin filters or sorts (Meta.indexes): every index is written on each
     # turn's save, so the list is kept short and the rare values (handoff) are partial indexes.
+    # PostgreSQL gets more from migration 0016 (`models.search_indexes`): the list's order with
+    # conversations that have no customer message last (`falai_sess_recent`, which replaces
+    # `falai_sess_last_user` there: SQLite cannot index NULLS LAST), and the search's trigram and
+    # full-text indexes.
     asking_flow = models.CharField(_("asking flow"), max_length=255, null=True, blank=True)
     asking_step = models.CharField(_("asking step"), max_length=255, null=True, blank=True)
     waiting_until = models.DateTimeField(_("waiting until"), null=True, blank=True)
@@ -51,7 +55,8 @@ class Session(models.Model):
             models.Index(fields=["-last_user_at"], name="falai_sess_last_user"),
             models.Index(fields=["asking_flow"], name="falai_sess_asking",
                          condition=models.Q(asking_flow__isnull=False)),
-            models.Index(fields=["silenced_reason"], name="falai_sess_silenced",
+            # the handed-over conversations, newest first: the desk's queues walk it and stop at a page
+            models.Index(fields=["-last_user_at", "id"], name="falai_sess_silenced",
                          condition=models.Q(silenced_reason__isnull=False)),
             models.Index(fields=["human_owner"], name="falai_sess_owner", condition=models.Q(human_owner__isnull=False)),
         ]

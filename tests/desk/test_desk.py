@@ -215,3 +215,35 @@ def test_a_plain_give_back_unassigns(alice, run_on_commit):
 
     assert queue_ids(alice, desk.MINE) == [] and queue_ids(alice, desk.OPEN) == []
     assert DeskEntry.objects.filter(conversation_id=SID).latest("id").kind == "give_back"
+
+
+def test_queue_poll_answers_unchanged_while_the_page_shows_the_same_rows(alice, run_on_commit):
+    run_on_commit(customer, "oi", 1)
+    host.silence(SID, "human: alice", owner="alice")
+    run_on_commit(customer, "tem alguém aí?", 2)
+    client = client_for(alice)
+    poll = DESK + "poll/"
+
+    first = client.get(poll, {"q": "waiting"}).json()
+    same = client.get(poll, {"q": "waiting", "since": first["signature"]}).json()
+    run_on_commit(customer, "alô?", 3)
+    changed = client.get(poll, {"q": "waiting", "since": first["signature"]}).json()
+
+    assert f'data-id="{SID}"' in first["rows"] and first["unread"] == 2
+    assert same == {"unchanged": True, "signature": first["signature"], "unread": 2}  # nothing rendered
+    assert changed["signature"] != first["signature"] and changed["unread"] == 3 and "rows" in changed
+    # the queue page starts from the signature of what it renders
+    html = client.get(DESK + "?q=waiting").content.decode()
+    assert f'data-since="{first["signature"]}"' not in html and f'data-since="{changed["signature"]}"' in html
+
+
+def test_the_open_queue_is_handed_over_or_assigned_conversations(alice, bruno, run_on_commit):
+    run_on_commit(customer, "oi", 1)
+    run_on_commit(customer, "oi", 1, sid="assigned-only")
+    run_on_commit(customer, "oi", 1, sid="nobody")
+    host.silence(SID, "human: someone", owner="someone")  # handed over, assigned to no user
+    Assignment.objects.create(conversation_id="assigned-only", assignee=alice)  # assigned, not silenced
+
+    assert sorted(queue_ids(bruno, desk.OPEN)) == sorted([SID, "assigned-only"])
+    assert desk.queue_counts(bruno)[desk.OPEN]["count"] == 2
+    assert desk.queue_counts(bruno, known={desk.OPEN: [5, 1]})[desk.OPEN] == {"count": 2, "unread": 6}

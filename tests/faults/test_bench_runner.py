@@ -59,6 +59,9 @@ def test_the_targets_are_the_issue_table():
         ("wakes", "burst_drain_per_s", ">=", 700),
         ("instruments", "instruments_share_of_turn_cpu_pct", "<=", 5),  # issue 46
         ("replay", "turns_per_second", ">=", 2000),  # issue 50
+        ("scale", "desk_poll_p95_ms", "<=", 50), ("scale", "admin_list_worst_p95_ms", "<=", 200),  # issue 52
+        ("scale", "admin_search_worst_p95_ms", "<=", 200), ("scale", "api_worst_p95_ms", "<=", 100),
+        ("scale", "conversation_page_p95_ms", "<=", 150), ("scale", "turn_vs_1k", "<=", 1.1),
     ]
 
 
