@@ -335,3 +335,34 @@ def check_retention_settings(app_configs=None, **kwargs) -> list:
         return [Error(str(exc), hint='For example FALAI["RETENTION"] = {"run_log": "90d", "transcript": None, '
                                      '"wakes": "30d", "desk": "365d"}.', id="falai_django.E180")]
     return []
+
+
+@register(Tags.database)
+def check_search_indexes(app_configs=None, databases=None, **kwargs) -> list:
+    """PostgreSQL databases the app is migrated on have the list's and the search's indexes
+    (migration 0016; `pg_trgm` may have been refused). Run by `check --database default` and
+    `migrate`, which ask for database checks."""
+    from django.db import connections
+
+    from falai_django.models import search_indexes
+
+    problems = []
+    for alias in databases or ():
+        connection = connections[alias]
+        if connection.vendor != "postgresql":
+            continue
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('agent_sessions') IS NOT NULL")
+            if not cursor.fetchone()[0]:
+                continue  # not migrated (yet) on this database
+            cursor.execute("SELECT indexname FROM pg_indexes WHERE indexname = ANY(%s)", [list(search_indexes.INDEXES)])
+            present = {name for (name,) in cursor.fetchall()}
+        missing = [name for name in search_indexes.INDEXES if name not in present]
+        if missing:
+            problems.append(Warning(
+                f"Database {alias!r} lacks the conversation list's indexes {', '.join(missing)}: searching and "
+                "listing a large number of conversations scans the tables.",
+                hint="Create the pg_trgm extension as a superuser (CREATE EXTENSION pg_trgm), then run "
+                     "`manage.py migrate falai_django 0015` and `migrate` again to build them.",
+                id="falai_django.W190"))
+    return problems

@@ -182,3 +182,15 @@ def test_the_desk_queues_walk_the_handed_over_conversations_in_order(django_user
 
     assert list(waiting.values_list("pk", flat=True)) == ["h2", "h1"]
     assert "falai_sess_silenced" in shown, shown
+
+
+def test_a_database_without_the_search_indexes_gets_a_warning():
+    from falai_django.checks import check_search_indexes
+
+    assert check_search_indexes(databases=["default"]) == []
+    with connection.cursor() as cursor:
+        cursor.execute('DROP INDEX "falai_sess_data_trgm"')  # rolled back with the test
+
+    [warning] = check_search_indexes(databases=["default"])
+    assert warning.id == "falai_django.W190" and "falai_sess_data_trgm" in warning.msg
+    assert "falai_sess_recent" not in warning.msg
