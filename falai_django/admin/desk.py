@@ -54,15 +54,6 @@ QUEUE_LABELS = {
 }
 
 
-def _signature(rows: list[dict[str, Any]], queues: list[dict[str, Any]]) -> str:
-    """What the queue page shows, hashed: a poll whose page shows this has nothing to redraw."""
-    import hashlib
-
-    shown = [(r["id"], r["owner"], r["reason"], str(r["last_user_at"]), r["unread"]) for r in rows]
-    tabs = [(q["name"], q["count"], q["unread"]) for q in queues]
-    return hashlib.sha256(repr((shown, tabs)).encode()).hexdigest()[:16]
-
-
 class DeskAdminMixin:
     """The desk's views, for the conversation `ModelAdmin`."""
 
@@ -147,7 +138,7 @@ class DeskAdminMixin:
             "queues": queues,
             "queue": name,
             "rows": rows,
-            "since": _signature(rows, queues),
+            "since": desk.queue_signature(rows, queues),
             "unread_total": next(q["unread"] for q in queues if q["name"] == desk.OPEN),
             "poll_url": f"{self.desk_url('_poll')}?q={name}",
             **self.desk_permissions(request),
@@ -163,7 +154,7 @@ class DeskAdminMixin:
         rows = self._rows(request, name)
         queues = self._queues(request, name, rows)
         unread = next(q["unread"] for q in queues if q["name"] == desk.OPEN)
-        signature = _signature(rows, queues)
+        signature = desk.queue_signature(rows, queues)
         if request.GET.get("since") == signature:
             return JsonResponse({"unchanged": True, "signature": signature, "unread": unread})
         html = render_to_string("admin/falai_django/desk/_rows.html", {"rows": rows}, request=request)

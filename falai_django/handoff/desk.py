@@ -15,6 +15,7 @@ conversation (`ReadMarker`), which the desk moves when the conversation is on sc
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -268,10 +269,21 @@ def media_label(row: History) -> str:
     return labels.get(kind, "")
 
 
+def _digest(shown: str) -> str:
+    """A page's poll signature: what it shows, hashed (the page sends it back as `since`)."""
+    return hashlib.sha256(shown.encode()).hexdigest()[:16]
+
+
 def signature(items: list[dict[str, Any]], extra: Any = "") -> str:
     """What changes when the transcript on screen must be redrawn (a new item, a send status)."""
-    import hashlib
-
     parts = [f"{i['type']}:{i['id']}:{i.get('send_status', '')}:{i.get('send_error', '')}:{i.get('text', '')}:"
              f"{i.get('deleted', '')}" for i in items]
-    return hashlib.sha256("|".join([*parts, str(extra)]).encode()).hexdigest()[:16]
+    return _digest("|".join([*parts, str(extra)]))
+
+
+def queue_signature(rows: list[dict[str, Any]], tabs: list[dict[str, Any]]) -> str:
+    """What the queue page shows (its rows and its tabs' counts): a poll whose page shows this has
+    nothing to redraw."""
+    shown = [(r["id"], r["owner"], r["reason"], str(r["last_user_at"]), r["unread"]) for r in rows]
+    counts = [(t["name"], t["count"], t["unread"]) for t in tabs]
+    return _digest(repr((shown, counts)))

@@ -173,8 +173,7 @@ def owners(limit: int = OWNERS_SHOWN) -> list[str]:
     """The people conversations are handed to now (`human_owner`), sorted: the admin's owner
     filter. On PostgreSQL a loose index scan of the partial `falai_sess_owner` index (one probe
     per distinct owner, however many conversations each holds); elsewhere a DISTINCT."""
-    from django.db import connection
-
+    connection = connections[SessionRow.objects.db]
     if connection.vendor != "postgresql":
         rows = (SessionRow.objects.filter(human_owner__isnull=False).order_by("human_owner")
                 .values_list("human_owner", flat=True).distinct())
@@ -208,7 +207,7 @@ def search(queryset: QuerySet, text: str) -> QuerySet:
         return queryset
     connection = connections[queryset.db]
     if connection.vendor == "postgresql":
-        sql, params = _postgres_search(text)
+        sql, params = _postgres_search(text, connection)
         # The ids first, as a list: the planner cannot tell a name's 40 matches from a common
         # word's 400,000 (its estimate for a full-text prefix is a guess), and with a short list
         # the page is a walk of the primary key. A search that matches more stays a subquery.
@@ -222,11 +221,11 @@ def search(queryset: QuerySet, text: str) -> QuerySet:
     return queryset.filter(Q(id__icontains=text) | Q(blob__data__icontains=text) | Exists(words))
 
 
-def _postgres_search(text: str) -> tuple[str, list[Any]]:
+def _postgres_search(text: str, connection: Any) -> tuple[str, list[Any]]:
     from falai_django.models.search_indexes import DATA_TEXT, WORDS
 
     sessions, history = SessionRow._meta.db_table, History._meta.db_table
-    like = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    like = f"%{connection.ops.prep_for_like_query(text)}%"  # the text's own % and _ are literal
     parts = [f'SELECT "id" FROM "{sessions}" WHERE "id" ILIKE %s',
              f'SELECT "id" FROM "{sessions}" WHERE {DATA_TEXT} ILIKE %s']
     params: list[Any] = [like, like]

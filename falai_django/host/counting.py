@@ -72,8 +72,8 @@ class EstimatingPaginator(Paginator):
         return value
 
     def page(self, number: Any) -> Any:
-        number = self.validate_number(number)
-        if not self.count_is_estimate:
+        if not self.count or not self.count_is_estimate:  # Django's own page, validation and all
             return super().page(number)
+        number = self.validate_number(number)
         bottom = (number - 1) * self.per_page
         return self._get_page(self.object_list[bottom:bottom + self.per_page], number, self)

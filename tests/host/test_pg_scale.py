@@ -97,8 +97,8 @@ def test_the_search_is_served_by_the_trigram_and_full_text_indexes():
                           FROM generate_series(1, 30000) n""")
         cursor.execute("ANALYZE agent_sessions")
         cursor.execute("ANALYZE falai_history")
-    by_name, by_phone = plan(*conversations._postgres_search("maria souza")), plan(
-        *conversations._postgres_search("02718"))
+    by_name, by_phone = plan(*conversations._postgres_search("maria souza", connection)), plan(
+        *conversations._postgres_search("02718", connection))
 
     assert "falai_sess_data_trgm" in by_name and "falai_hist_words" in by_name, by_name
     assert "falai_sess_id_trgm" in by_phone, by_phone
