@@ -37,7 +37,9 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name r
     )
     from falai_django.stores.base import Store
     from falai_django.stores.memory import MemoryStore
+    from falai_django.stores.mongo import MongoStore
     from falai_django.stores.postgres import PostgresStore
+    from falai_django.stores.prisma import PrismaStore
     from falai_django.stores.redis import RedisStore
     from falai_django.stores.sqlite import SQLiteStore
 
@@ -69,6 +71,8 @@ _EXPORTS: dict[str, str] = {
     "PostgresStore": "falai_django.stores.postgres",
     "SQLiteStore": "falai_django.stores.sqlite",
     "RedisStore": "falai_django.stores.redis",
+    "MongoStore": "falai_django.stores.mongo",
+    "PrismaStore": "falai_django.stores.prisma",
     # errors
     "SessionConflictError": "falai_django.engine.errors",
     "InvalidSessionError": "falai_django.engine.errors",
@@ -86,9 +90,9 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "Agent", "AnthropicProvider", "DeepSeekProvider", "FallbackProvider", "FlowConfigurationError",
-    "GeminiProvider", "InvalidSessionError", "MemoryStore", "OUTCOME_MESSAGES",
+    "GeminiProvider", "InvalidSessionError", "MemoryStore", "MongoStore", "OUTCOME_MESSAGES",
     "OpenAICompatibleProvider", "OpenAIProvider", "OpenRouterProvider", "OutboundMessage",
-    "PostgresStore", "ProviderError", "RedisStore", "Run", "SQLiteStore", "ScheduleEntry", "Session",
+    "PostgresStore", "PrismaStore", "ProviderError", "RedisStore", "Run", "SQLiteStore", "ScheduleEntry", "Session",
     "SessionConflictError", "StepOutcome", "Store", "TurnResult", "assistant_message", "falai",
     "flow_spec_schema", "from_spec", "migrate_session", "parse_duration", "to_spec", "user_message",
     "validate_flow",

@@ -1,5 +1,5 @@
-"""Session stores: `MemoryStore`, `PostgresStore`, `SQLiteStore`, `RedisStore` (and the host's
-`DjangoStore`). The contract is in `base.py`; each backend is one module.
+"""Session stores: `MemoryStore`, `PostgresStore`, `SQLiteStore`, `RedisStore`, `MongoStore`,
+`PrismaStore` (and the host's `DjangoStore`). The contract is in `base.py`; each backend is one module.
 
 Names resolve lazily, so importing this package imports no driver and needs no Django setup.
 """
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from falai_django._lazy import lazy_exports
 
-__all__ = ["DjangoStore", "MemoryStore", "PostgresStore", "RedisStore", "SQLiteStore", "Store"]
+__all__ = [
+    "DjangoStore", "MemoryStore", "MongoStore", "PostgresStore", "PrismaStore", "RedisStore", "SQLiteStore", "Store",
+]
 
 _BACKENDS = {
     "Store": "falai_django.stores.base",
@@ -16,6 +18,8 @@ _BACKENDS = {
     "PostgresStore": "falai_django.stores.postgres",
     "SQLiteStore": "falai_django.stores.sqlite",
     "RedisStore": "falai_django.stores.redis",
+    "MongoStore": "falai_django.stores.mongo",
+    "PrismaStore": "falai_django.stores.prisma",
     "DjangoStore": "falai_django.stores.django",
 }
 

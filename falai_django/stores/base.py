@@ -30,9 +30,15 @@ from typing import Any
 from falai_django.engine.errors import InvalidSessionError, SessionConflictError
 from falai_django.engine.session import Session
 
-__all__ = ["DEFAULT_TABLE", "SQLStore", "Store", "check_expected_version", "check_table_name", "stamped"]
+__all__ = [
+    "DEFAULT_TABLE", "MISSING", "SQLStore", "Store", "check_expected_version", "check_table_name", "read_blob",
+    "stamped",
+]
 
 DEFAULT_TABLE = "agent_sessions"
+
+# a stored record without its blob field (upstream reads `undefined` there)
+MISSING: Any = object()
 
 _TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$")
 
@@ -153,3 +159,14 @@ def stamped(session: Session | dict[str, Any], expected_version: int) -> tuple[S
                                   f"v is {session.v!r}, expected 4")
     saved = session.model_copy(update={"version": check_expected_version(expected_version) + 1})
     return saved, saved.to_json_text()
+
+
+def read_blob(raw: Any, session_id: str) -> Session:
+    """Upstream `readBlob`: text (Memory, SQLite, Redis, Mongo) is parsed, an object (a Prisma
+    `Json`, OpenSearch's `_source.blob`) is taken as it is; both go through the same check,
+    so a bad record raises `InvalidSessionError` naming `session_id`."""
+    if raw is MISSING:
+        raise InvalidSessionError(session_id, "expected an object, got missing")
+    if isinstance(raw, str | bytes | bytearray):
+        return Session.from_json_text(raw, session_id)
+    return Session.from_json(raw, session_id)

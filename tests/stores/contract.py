@@ -94,6 +94,13 @@ def build_store(spec: tuple[Any, ...]) -> Store:
         from falai_django.stores.sqlite import SQLiteStore
 
         return SQLiteStore(client=spec[1], tables={"sessions": spec[2]})
+    if kind == "mongo":  # ("mongo", url, database, collection)
+        import pymongo
+
+        from falai_django.stores.mongo import MongoStore
+
+        return MongoStore(client=pymongo.MongoClient(spec[1]), database_name=spec[2],
+                          collections={"sessions": spec[3]})
     if kind == "django":  # ("django", {env}): the child sets up Django on the same database
         import os
 

@@ -1,21 +1,35 @@
-"""The store contract run against every store: Memory, SQLite, PostgreSQL and Redis.
+"""The store contract run against every store: Memory, SQLite, PostgreSQL, Redis, Mongo, Prisma.
 
-PostgreSQL and Redis are the real servers (tests/conftest.py fixtures), never mocks.
+PostgreSQL and Redis are the real servers (tests/conftest.py fixtures), never mocks. Mongo runs
+on `mongomock` (pymongo's API in memory) and, when `FALAI_TEST_MONGO_URL` is set, on that real
+server too; Prisma on a recording fake with prisma-client-py's names (tests/stores/prisma_fake.py),
+through the plain methods on its sync interface and through `aload`/`asave` on its async one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import uuid
 
+import mongomock
 import pytest
 
+from falai_django.engine.session import Session
+from falai_django.stores.base import Store
 from falai_django.stores.memory import MemoryStore
+from falai_django.stores.mongo import MongoStore
 from falai_django.stores.postgres import PostgresStore
+from falai_django.stores.prisma import PrismaStore
 from falai_django.stores.redis import RedisStore
 from falai_django.stores.sqlite import SQLiteStore
 
 from .contract import *  # noqa: F403 - the suite itself
 from .contract import StoreHarness
+from .prisma_fake import FakeAsyncPrisma, FakePrisma, FakeTable
+
+MONGO_URL = os.environ.get("FALAI_TEST_MONGO_URL", "")
 
 
 def memory_harness() -> StoreHarness:
@@ -78,10 +92,85 @@ def redis_harness(redis_url, redis_client) -> StoreHarness:
                         spawn=("redis", redis_url, prefix), extra={"prefix": prefix})
 
 
+def mongo_harness(client, database: str, collection: str, spawn=None) -> StoreHarness:
+    store = MongoStore(client=client, database_name=database, collections={"sessions": collection})
+    raw = client.get_database(database).get_collection(collection)
+
+    def put_raw(sid: str, text: str) -> None:
+        raw.replace_one({"_id": sid}, {"_id": sid, "version": 1, "blob": text}, upsert=True)
+
+    return StoreHarness(store=store, new_store=lambda: MongoStore(client=client, database_name=database,
+                                                                   collections={"sessions": collection}),
+                        put_raw=put_raw, delete=lambda sid: raw.delete_one({"_id": sid}), spawn=spawn,
+                        extra={"client": client, "database": database})
+
+
+def _as_stored(text: str):
+    """A Json column hands back the parsed value; what does not parse stays text (a String column)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def prisma_harness(make_client, wrap=lambda store: store) -> StoreHarness:
+    table = FakeTable()
+    store = wrap(PrismaStore(prisma=make_client(table), tables={"sessions": "agentsession"}))
+
+    def put_raw(sid: str, text: str) -> None:
+        with table.lock:
+            table.rows[sid] = {"id": sid, "version": 1, "blob": _as_stored(text), "createdAt": None,
+                               "updatedAt": None}
+
+    def delete(sid: str) -> None:
+        with table.lock:
+            table.rows.pop(sid, None)
+
+    return StoreHarness(store=store,
+                        new_store=lambda: wrap(PrismaStore(prisma=make_client(table),
+                                                           tables={"sessions": "agentsession"})),
+                        put_raw=put_raw, delete=delete, extra={"table": table})
+
+
+class AsyncDriven(Store):
+    """Runs the contract's plain calls through a store's async methods (each in its own loop)."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+
+    def load(self, session_id: str) -> Session | None:
+        return asyncio.run(self.inner.aload(session_id))
+
+    def save(self, session: Session, expected_version: int) -> Session:
+        return asyncio.run(self.inner.asave(session, expected_version))
+
+    async def aload(self, session_id: str) -> Session | None:
+        return await self.inner.aload(session_id)
+
+    async def asave(self, session: Session, expected_version: int) -> Session:
+        return await self.inner.asave(session, expected_version)
+
+
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
-                        pytest.param("redis", marks=pytest.mark.redis)])
+                        pytest.param("redis", marks=pytest.mark.redis), "mongomock",
+                        # the real server only when one is named (tests/stores/test_mongo.py says so loudly)
+                        *(["mongo"] if MONGO_URL else []), "prisma", "prisma-async"])
 def store_factory(request, tmp_path):
-    if request.param == "memory":
+    if request.param == "mongomock":
+        yield mongo_harness(mongomock.MongoClient(), "falai", "ana_sessions")
+    elif request.param == "mongo":
+        import pymongo
+
+        client = pymongo.MongoClient(MONGO_URL)
+        database = f"falai_test_{uuid.uuid4().hex[:10]}"
+        yield mongo_harness(client, database, "ana_sessions", spawn=("mongo", MONGO_URL, database, "ana_sessions"))
+        client.drop_database(database)
+        client.close()
+    elif request.param == "prisma":
+        yield prisma_harness(FakePrisma)
+    elif request.param == "prisma-async":
+        yield prisma_harness(FakeAsyncPrisma, wrap=AsyncDriven)
+    elif request.param == "memory":
         yield memory_harness()
     elif request.param == "sqlite":
         yield sqlite_harness(tmp_path)
