@@ -1,4 +1,5 @@
-"""The store contract. Every backend (memory, postgres, sqlite, redis, django) fills in `Store`.
+"""The store contract. Every backend (memory, postgres, sqlite, redis, mongo, prisma, django)
+fills in `Store`.
 
 A store keeps one row per session: the session's v4 JSON blob and an integer version.
 

@@ -41,6 +41,7 @@ __all__ = [
     "test_concurrent_inserts_from_threads_exactly_one_wins",
     "test_concurrent_saves_from_processes_exactly_one_wins",
     "test_concurrent_saves_from_threads_exactly_one_wins",
+    "test_two_writers_with_one_expected_version_exactly_one_wins",
     "test_expected_version_must_be_a_whole_number",
     "test_insert_over_an_existing_row_conflicts_with_actual_version",
     "test_insert_returns_a_new_session_at_version_1",
@@ -392,11 +393,12 @@ def test_a_row_that_is_not_json_raises_invalid_session(store_factory: StoreHarne
         store_factory.store.load("garbled")
 
 
-def _race(store_factory: StoreHarness, expected: int, prepare: Callable[[], Session | None]) -> list[Any]:
+def _race(store_factory: StoreHarness, expected: int, prepare: Callable[[], Session | None],
+          racers: int = RACERS_THREADS) -> list[Any]:
     base = prepare()
-    stores = [store_factory.new_store() for _ in range(RACERS_THREADS)]
-    barrier = threading.Barrier(RACERS_THREADS)
-    results: list[Any] = [None] * RACERS_THREADS
+    stores = [store_factory.new_store() for _ in range(racers)]
+    barrier = threading.Barrier(racers)
+    results: list[Any] = [None] * racers
 
     def racer(i: int) -> None:
         session = (base.copy_deep() if base is not None else bare("race"))
@@ -410,7 +412,7 @@ def _race(store_factory: StoreHarness, expected: int, prepare: Callable[[], Sess
         except Exception as exc:  # noqa: BLE001
             results[i] = ("error", repr(exc), None)
 
-    threads = [threading.Thread(target=racer, args=(i,)) for i in range(RACERS_THREADS)]
+    threads = [threading.Thread(target=racer, args=(i,)) for i in range(racers)]
     for t in threads:
         t.start()
     for t in threads:
@@ -430,6 +432,18 @@ def test_concurrent_saves_from_threads_exactly_one_wins(store_factory: StoreHarn
     stored = store.load("race")
     assert stored.version == 2
     assert stored.data["writer"] == winners[0][1]
+
+
+def test_two_writers_with_one_expected_version_exactly_one_wins(store_factory: StoreHarness) -> None:
+    """The host's own race: two workers loaded version 1 and both save; one wins, one reloads."""
+    store = store_factory.store
+    results = _race(store_factory, 1, lambda: store.save(bare("race", writer=-1), 0), racers=2)
+    assert [r for r in results if r[0] == "error"] == []
+    assert sorted(r[0] for r in results) == ["conflict", "won"]
+    assert ("conflict", 1, 2) in results
+    winner = next(r for r in results if r[0] == "won")
+    assert winner[2] == 2
+    assert store.load("race").data["writer"] == winner[1]
 
 
 def test_concurrent_inserts_from_threads_exactly_one_wins(store_factory: StoreHarness) -> None:

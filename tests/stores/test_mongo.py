@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -199,34 +198,6 @@ def test_a_non_numeric_stored_version_reads_as_none(client):
     with pytest.raises(SessionConflictError) as caught:
         MongoStore(client=client, database_name="falai").save(bare("s1"), 0)
     assert caught.value.actual_version is None
-
-
-def test_two_writers_one_expected_version_exactly_one_wins(client):
-    first = MongoStore(client=client, database_name="falai")
-    base = first.save(bare("race", writer=-1), 0)
-    stores = [MongoStore(client=client, database_name="falai") for _ in range(2)]
-    barrier = threading.Barrier(2)
-    results: list[Any] = [None, None]
-
-    def write(i: int) -> None:
-        session = base.copy_deep()
-        session.data["writer"] = i
-        barrier.wait(timeout=10)
-        try:
-            results[i] = stores[i].save(session, 1).version
-        except SessionConflictError as exc:
-            results[i] = exc
-
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    wins = [r for r in results if r == 2]
-    conflicts = [r for r in results if isinstance(r, SessionConflictError)]
-    assert len(wins) == 1 and len(conflicts) == 1
-    assert conflicts[0].actual_version == 2
-    assert first.load("race").data["writer"] == results.index(2)
 
 
 def test_close_and_disconnect_close_the_client():
