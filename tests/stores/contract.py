@@ -102,6 +102,11 @@ def build_store(spec: tuple[Any, ...]) -> Store:
 
         return MongoStore(client=pymongo.MongoClient(spec[1]), database_name=spec[2],
                           collections={"sessions": spec[3]})
+    if kind == "prisma-sqlite":  # ("prisma-sqlite", path): the Prisma fake over a shared SQLite file
+        from falai_django.stores.prisma import PrismaStore
+        from tests.stores.prisma_fake import FakePrisma, SQLiteTable
+
+        return PrismaStore(prisma=FakePrisma(SQLiteTable(spec[1])))
     if kind == "django":  # ("django", {env}): the child sets up Django on the same database
         import os
 

@@ -12,6 +12,8 @@ argument, `{"count": n}` back, `$disconnect`) as upstream's own fake does.
 from __future__ import annotations
 
 import copy
+import json
+import sqlite3
 import threading
 from typing import Any
 
@@ -65,6 +67,62 @@ class FakeTable:
             for row in hits:
                 row.update(copy.deepcopy(data))
             return len(hits)
+
+
+class SQLiteTable(FakeTable):
+    """The same table kept in an SQLite file, as Prisma's SQLite provider keeps it: the Json
+    column as text, the primary key raising P2002, `update_many` one conditional UPDATE. Being a
+    file, it is shared by processes, so the contract's four-process race runs on Prisma too."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+        self.conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        self.conn.execute('CREATE TABLE IF NOT EXISTS "AgentSession" (id TEXT PRIMARY KEY, version INTEGER NOT NULL, '
+                          'blob TEXT NOT NULL, "createdAt" TEXT NOT NULL, "updatedAt" TEXT NOT NULL)')
+
+    def create(self, data: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            self.calls.append(("create", {"data": data}))
+            try:
+                self.conn.execute('INSERT INTO "AgentSession" VALUES (?, ?, ?, ?, ?)',
+                                  (data["id"], data["version"], json.dumps(data["blob"]),
+                                   data["createdAt"].isoformat(), data["updatedAt"].isoformat()))
+            except sqlite3.IntegrityError:
+                raise unique_violation("id") from None
+            return dict(data)
+
+    def find_unique(self, where: dict[str, Any]) -> dict[str, Any] | None:
+        with self.lock:
+            self.calls.append(("find_unique", {"where": where}))
+            row = self.conn.execute('SELECT id, version, blob, "createdAt", "updatedAt" FROM "AgentSession" '
+                                    "WHERE id = ?", (where["id"],)).fetchone()
+        if row is None:
+            return None
+        try:
+            blob = json.loads(row[2])
+        except ValueError:
+            blob = row[2]  # what a String column would hand back
+        return {"id": row[0], "version": row[1], "blob": blob, "createdAt": row[3], "updatedAt": row[4]}
+
+    def update_many(self, where: dict[str, Any], data: dict[str, Any]) -> int:
+        with self.lock:
+            self.calls.append(("update_many", {"where": where, "data": data}))
+            return self.conn.execute('UPDATE "AgentSession" SET version = ?, blob = ?, "updatedAt" = ? '
+                                     "WHERE id = ? AND version = ?",
+                                     (data["version"], json.dumps(data["blob"]), data["updatedAt"].isoformat(),
+                                      where["id"], where["version"])).rowcount
+
+    def put(self, session_id: str, stored: Any) -> None:
+        """A raw row (the contract's seam); `stored` goes in as the column's text."""
+        with self.lock:
+            text = stored if isinstance(stored, str) else json.dumps(stored)
+            self.conn.execute('INSERT OR REPLACE INTO "AgentSession" VALUES (?, 1, ?, \'x\', \'x\')',
+                              (session_id, text))
+
+    def remove(self, session_id: str) -> None:
+        with self.lock:
+            self.conn.execute('DELETE FROM "AgentSession" WHERE id = ?', (session_id,))
 
 
 class FakeDelegate:

@@ -3,7 +3,9 @@
 PostgreSQL and Redis are the real servers (tests/conftest.py fixtures), never mocks. Mongo runs
 on `mongomock` (pymongo's API in memory) and, when `FALAI_TEST_MONGO_URL` is set, on that real
 server too; Prisma on a recording fake with prisma-client-py's names (tests/stores/prisma_fake.py),
-through the plain methods on its sync interface and through `aload`/`asave` on its async one.
+through the plain methods on its sync interface, through `aload`/`asave` on its async one,
+and over an SQLite file as Prisma's SQLite provider keeps the table (shared by processes, so
+the four-process race runs on Prisma too).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from falai_django.stores.sqlite import SQLiteStore
 
 from .contract import *  # noqa: F403 - the suite itself
 from .contract import StoreHarness
-from .prisma_fake import FakeAsyncPrisma, FakePrisma, FakeTable
+from .prisma_fake import FakeAsyncPrisma, FakePrisma, FakeTable, SQLiteTable
 
 MONGO_URL = os.environ.get("FALAI_TEST_MONGO_URL", "")
 
@@ -132,6 +134,14 @@ def prisma_harness(make_client, wrap=lambda store: store) -> StoreHarness:
                         put_raw=put_raw, delete=delete, extra={"table": table})
 
 
+def prisma_sqlite_harness(path: str) -> StoreHarness:
+    """The Prisma fake over an SQLite file: what Prisma's SQLite provider does, shared by processes."""
+    table = SQLiteTable(path)
+    store = PrismaStore(prisma=FakePrisma(table))
+    return StoreHarness(store=store, new_store=lambda: PrismaStore(prisma=FakePrisma(SQLiteTable(path))),
+                        put_raw=table.put, delete=table.remove, spawn=("prisma-sqlite", path), extra={"table": table})
+
+
 class AsyncDriven(Store):
     """Runs the contract's plain calls through a store's async methods (each in its own loop)."""
 
@@ -154,7 +164,7 @@ class AsyncDriven(Store):
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
                         pytest.param("redis", marks=pytest.mark.redis), "mongomock",
                         # the real server only when one is named (tests/stores/test_mongo.py says so loudly)
-                        *(["mongo"] if MONGO_URL else []), "prisma", "prisma-async"])
+                        *(["mongo"] if MONGO_URL else []), "prisma", "prisma-async", "prisma-sqlite"])
 def store_factory(request, tmp_path):
     if request.param == "mongomock":
         yield mongo_harness(mongomock.MongoClient(), "falai", "ana_sessions")
@@ -170,6 +180,10 @@ def store_factory(request, tmp_path):
         yield prisma_harness(FakePrisma)
     elif request.param == "prisma-async":
         yield prisma_harness(FakeAsyncPrisma, wrap=AsyncDriven)
+    elif request.param == "prisma-sqlite":
+        harness = prisma_sqlite_harness(str(tmp_path / "prisma.db"))
+        yield harness
+        harness.extra["table"].conn.close()
     elif request.param == "memory":
         yield memory_harness()
     elif request.param == "sqlite":
