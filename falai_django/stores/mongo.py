@@ -11,8 +11,8 @@ dots, and older servers refuse dots in field names.
 A first save is `insert_one` (the duplicate-key error, code 11000, is the conflict); later
 saves are `update_one({_id, version: n}, {$set: ...})`, and no match is the conflict. Both
 are single-document writes, atomic on the server. The store imports no driver: `client` is a
-`pymongo.MongoClient` (or anything with its `get_database(...).get_collection(...)`, such as
-`mongomock.MongoClient` in tests).
+`pymongo.MongoClient` (or anything with its `get_database(...).get_collection(...)` or
+`client[db][collection]`, such as `mongomock.MongoClient` in tests).
 """
 
 from __future__ import annotations
@@ -31,12 +31,23 @@ __all__ = ["DUPLICATE_KEY", "MongoStore"]
 DUPLICATE_KEY = 11000
 
 
+def _child(parent: Any, name: str, *methods: str) -> Any:
+    """pymongo's `get_database`/`get_collection` (the Node driver's `db`/`collection`), else
+    `parent[name]`."""
+    for method in methods:
+        get = getattr(parent, method, None)
+        if callable(get):
+            return get(name)
+    return parent[name]
+
+
 class MongoStore(Store):
     """Sessions in a MongoDB collection (`agent_sessions` unless `collections={"sessions": ...}`)."""
 
     def __init__(self, client: Any, database_name: str, collections: dict[str, str] | None = None) -> None:
         if not isinstance(database_name, str) or not database_name:
-            raise ValueError(f"[MongoStore] database_name must be the database's name, got {database_name!r}.")
+            raise ValueError(
+                f"[MongoStore] database_name must be the database's name, got {database_name!r}.")
         name = (collections or {}).get("sessions", DEFAULT_TABLE)
         if not isinstance(name, str) or not name or "$" in name or "\0" in name:
             raise ValueError(f"[MongoStore] collections.sessions {name!r} is not a collection name: "
@@ -45,7 +56,8 @@ class MongoStore(Store):
         self.database_name = database_name
         self.collection_name = name
         # resolved once, as upstream does (client.db(name).collection(name) in the Node driver)
-        self.collection = client.get_database(database_name).get_collection(name)
+        database = _child(client, database_name, "get_database", "db")
+        self.collection = _child(database, name, "get_collection", "collection")
 
     def load(self, session_id: str) -> Session | None:
         doc = self.collection.find_one({"_id": session_id})

@@ -200,6 +200,19 @@ def test_a_non_numeric_stored_version_reads_as_none(client):
     assert caught.value.actual_version is None
 
 
+def test_a_client_with_only_item_access_works():
+    """A client reached as client[db][collection] (no get_database), as some wrappers are."""
+    backing = mongomock.MongoClient()
+
+    class Client:
+        def __getitem__(self, name: str) -> Any:
+            return {"falai": {"agent_sessions": backing["falai"]["agent_sessions"]}}[name]
+
+    store = MongoStore(client=Client(), database_name="falai")
+    store.save(bare("s1"), 0)
+    assert backing["falai"]["agent_sessions"].find_one({"_id": "s1"})["version"] == 1
+
+
 def test_close_and_disconnect_close_the_client():
     closed = []
 
