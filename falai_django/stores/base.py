@@ -33,7 +33,7 @@ from falai_django.engine.session import Session
 
 __all__ = [
     "DEFAULT_TABLE", "MISSING", "SQLStore", "Store", "check_expected_version", "check_table_name", "read_blob",
-    "stamped",
+    "stamp", "stamped", "stored_version",
 ]
 
 DEFAULT_TABLE = "agent_sessions"
@@ -145,7 +145,13 @@ def check_expected_version(expected_version: Any) -> int:
 
 
 def stamped(session: Session | dict[str, Any], expected_version: int) -> tuple[Session, str]:
-    """The session as it will be saved (version `expected_version + 1`) and its blob text.
+    """The session as it will be saved (version `expected_version + 1`) and its blob text."""
+    saved = stamp(session, expected_version)
+    return saved, saved.to_json_text()
+
+
+def stamp(session: Session | dict[str, Any], expected_version: int) -> Session:
+    """The session as it will be saved, for stores that hand the driver the blob object.
 
     Like upstream `toBlob`, the returned session is a new object that shares nested values
     with the argument; only the session keys are written.
@@ -158,8 +164,13 @@ def stamped(session: Session | dict[str, Any], expected_version: int) -> tuple[S
     if session.v != 4 or not isinstance(session.id, str):
         raise InvalidSessionError(session.id if isinstance(session.id, str) else None,
                                   f"v is {session.v!r}, expected 4")
-    saved = session.model_copy(update={"version": check_expected_version(expected_version) + 1})
-    return saved, saved.to_json_text()
+    return session.model_copy(update={"version": check_expected_version(expected_version) + 1})
+
+
+def stored_version(value: Any) -> int | None:
+    """A version read back after a failed write: a whole number, else None (as upstream's
+    `typeof version === "number"`; bool is an int in Python and is refused)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def read_blob(raw: Any, session_id: str) -> Session:

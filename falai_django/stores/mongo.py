@@ -23,7 +23,7 @@ from typing import Any
 from falai_django.engine.errors import SessionConflictError
 from falai_django.engine.session import Session
 
-from .base import DEFAULT_TABLE, MISSING, Store, read_blob, stamped
+from .base import DEFAULT_TABLE, MISSING, Store, read_blob, stamped, stored_version
 
 __all__ = ["DUPLICATE_KEY", "MongoStore"]
 
@@ -87,9 +87,7 @@ class MongoStore(Store):
 
     def _stored_version(self, session_id: str) -> int | None:
         doc = self.collection.find_one({"_id": session_id}, {"version": 1})
-        version = None if doc is None else doc.get("version")
-        # a whole number only (bool is an int in Python; upstream's typeof check refuses it)
-        return version if isinstance(version, int) and not isinstance(version, bool) else None
+        return None if doc is None else stored_version(doc.get("version"))
 
     def initialize(self) -> None:
         """Nothing to create: the collection appears on its first insert, and `_id` is unique."""

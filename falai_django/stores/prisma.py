@@ -24,8 +24,8 @@ keyword arguments `where=`/`data=`, a count back) or the Node client's (`findUni
 prisma-client-py's default client is async: use `aload`/`asave`/`adisconnect` with it. The
 plain methods meeting its coroutines run them on a private event loop when no loop runs in
 the thread (and refuse them, with a clear error, when one does); a client generated with
-`interface = "sync"` is the one to call from plain code. The store imports `prisma` only to wrap the blob in its
-`Json` type for a generated client, and only when one is passed.
+`interface = "sync"` is the one to call from plain code. The store imports `prisma` only to
+wrap the blob in its `Json` type for a generated client, and only when one is passed.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 from falai_django.engine.errors import SessionConflictError
 from falai_django.engine.session import Session
 
-from .base import MISSING, Store, read_blob, stamped
+from .base import MISSING, Store, read_blob, stamp, stored_version
 
 __all__ = ["DEFAULT_MODEL", "FIELDS", "PrismaStore", "UNIQUE_VIOLATION"]
 
@@ -164,7 +164,7 @@ class PrismaStore(Store):
         return read_blob(_field(row, self.fields["blob"]), session_id)
 
     def _save_steps(self, session: Session, expected_version: int) -> _Steps:
-        saved, _ = stamped(session, expected_version)
+        saved = stamp(session, expected_version)
         blob = self._json(saved.to_json())
         now = datetime.now(UTC)  # bookkeeping uses the wall clock, not the agent's
         f = self.fields
@@ -185,8 +185,7 @@ class PrismaStore(Store):
             if _count(result) != 0:
                 return saved
         row = yield self._find_unique, {"where": {f["id"]: saved.id}}
-        version = None if row is None else _field(row, f["version"])
-        actual = version if isinstance(version, int) and not isinstance(version, bool) else None
+        actual = None if row is None else stored_version(_field(row, f["version"]))
         raise SessionConflictError(saved.id, expected_version, actual)
 
     def _invoke(self, call: _Call) -> Any:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from falai_django.engine.errors import InvalidSessionError, SessionConflictError
+from falai_django.engine.errors import SessionConflictError
 from falai_django.engine.jstime import to_iso, utc_now
 from falai_django.engine.session import Session
 
-from .base import Store, stamped
+from .base import MISSING, Store, read_blob, stamped
 
 __all__ = ["CAS_SCRIPT", "DEFAULT_KEY_PREFIX", "DEFAULT_SESSION_TTL", "RedisStore"]
 
@@ -70,10 +70,7 @@ class RedisStore(Store):
         row = self.client.hgetall(self.key(session_id))
         if not row:
             return None
-        blob = row.get(b"blob", row.get("blob"))
-        if blob is None:
-            raise InvalidSessionError(session_id, "expected an object, got missing")
-        return Session.from_json_text(blob, session_id)
+        return read_blob(row.get(b"blob", row.get("blob", MISSING)), session_id)
 
     async def aload(self, session_id: str) -> Session | None:
         """See load()."""
