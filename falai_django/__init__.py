@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name r
     from falai_django.stores.base import Store
     from falai_django.stores.memory import MemoryStore
     from falai_django.stores.mongo import MongoStore
+    from falai_django.stores.opensearch import OpenSearchStore
     from falai_django.stores.postgres import PostgresStore
     from falai_django.stores.prisma import PrismaStore
     from falai_django.stores.redis import RedisStore
@@ -73,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "RedisStore": "falai_django.stores.redis",
     "MongoStore": "falai_django.stores.mongo",
     "PrismaStore": "falai_django.stores.prisma",
+    "OpenSearchStore": "falai_django.stores.opensearch",
     # errors
     "SessionConflictError": "falai_django.engine.errors",
     "InvalidSessionError": "falai_django.engine.errors",
@@ -91,7 +93,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "Agent", "AnthropicProvider", "DeepSeekProvider", "FallbackProvider", "FlowConfigurationError",
     "GeminiProvider", "InvalidSessionError", "MemoryStore", "MongoStore", "OUTCOME_MESSAGES",
-    "OpenAICompatibleProvider", "OpenAIProvider", "OpenRouterProvider", "OutboundMessage",
+    "OpenAICompatibleProvider", "OpenAIProvider", "OpenSearchStore", "OpenRouterProvider", "OutboundMessage",
     "PostgresStore", "PrismaStore", "ProviderError", "RedisStore", "Run", "SQLiteStore", "ScheduleEntry", "Session",
     "SessionConflictError", "StepOutcome", "Store", "TurnResult", "assistant_message", "falai",
     "flow_spec_schema", "from_spec", "migrate_session", "parse_duration", "to_spec", "user_message",

@@ -1,5 +1,6 @@
 """Session stores: `MemoryStore`, `PostgresStore`, `SQLiteStore`, `RedisStore`, `MongoStore`,
-`PrismaStore` (and the host's `DjangoStore`). The contract is in `base.py`; each backend is one module.
+`PrismaStore`, `OpenSearchStore` (and the host's `DjangoStore`). The contract is in `base.py`;
+each backend is one module.
 
 Names resolve lazily, so importing this package imports no driver and needs no Django setup.
 """
@@ -9,7 +10,8 @@ from __future__ import annotations
 from falai_django._lazy import lazy_exports
 
 __all__ = [
-    "DjangoStore", "MemoryStore", "MongoStore", "PostgresStore", "PrismaStore", "RedisStore", "SQLiteStore", "Store",
+    "DjangoStore", "MemoryStore", "MongoStore", "OpenSearchStore", "PostgresStore", "PrismaStore", "RedisStore",
+    "SQLiteStore", "Store",
 ]
 
 _BACKENDS = {
@@ -20,6 +22,7 @@ _BACKENDS = {
     "RedisStore": "falai_django.stores.redis",
     "MongoStore": "falai_django.stores.mongo",
     "PrismaStore": "falai_django.stores.prisma",
+    "OpenSearchStore": "falai_django.stores.opensearch",
     "DjangoStore": "falai_django.stores.django",
 }
 

@@ -30,16 +30,15 @@ wrap the blob in its `Json` type for a generated client, and only when one is pa
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from falai_django.engine.errors import SessionConflictError
 from falai_django.engine.session import Session
 
-from .base import MISSING, Store, read_blob, stamp, stored_version
+from .base import MISSING, read_blob, stamp, stored_version
+from .steps import Call, SteppedStore, Steps, method_of, takes_keywords
 
 __all__ = ["DEFAULT_MODEL", "FIELDS", "PrismaStore", "UNIQUE_VIOLATION"]
 
@@ -47,27 +46,6 @@ DEFAULT_MODEL = "agentSession"
 FIELDS = ("id", "version", "blob", "createdAt", "updatedAt")
 # Prisma's error code for a unique constraint hit (prisma-client-py's UniqueViolationError.code)
 UNIQUE_VIOLATION = "P2002"
-
-# a call the store wants made: (the delegate's method, its where/data arguments)
-_Call = tuple[Callable[..., Any], dict[str, Any]]
-_Steps = Generator[_Call, Any, Any]
-
-
-def _method(delegate: Any, *names: str) -> Callable[..., Any] | None:
-    for name in names:
-        value = getattr(delegate, name, None)
-        if callable(value):
-            return value
-    return None
-
-
-def _takes_keywords(method: Callable[..., Any]) -> bool:
-    """prisma-client-py's methods take `where=`/`data=`; the Node client's take one object."""
-    try:
-        parameters = inspect.signature(method).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    return any(p.kind is p.VAR_KEYWORD or p.name in ("where", "data") for p in parameters)
 
 
 def _field(row: Any, name: str) -> Any:
@@ -84,38 +62,23 @@ def _count(result: Any) -> int:
     return int(result.count)
 
 
-def _refuse_inside_a_loop(result: Awaitable[Any], close: Callable[[], Any] | None, instead: str) -> None:
-    """A plain method meeting a coroutine runs it on a private loop, unless a loop already runs
-    in this thread: then nothing can wait for it here, so it is closed and refused, loudly."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    if inspect.iscoroutine(result):
-        result.close()
-    if close is not None:
-        close()
-    raise TypeError(f"[PrismaStore] this Prisma client is async and an event loop is running: await {instead}.")
-
-
-async def _awaited(result: Awaitable[Any]) -> Any:
-    return await result
-
-
 def _is_unique_violation(exc: BaseException) -> bool:
     return getattr(exc, "code", None) == UNIQUE_VIOLATION or type(exc).__name__ == "UniqueViolationError"
 
 
-class PrismaStore(Store):
+class PrismaStore(SteppedStore):
     """Sessions in the table behind a Prisma model (delegate `agentSession` unless `tables=`)."""
+
+    label = "PrismaStore"
+    client_kind = "Prisma"
 
     def __init__(self, prisma: Any, tables: dict[str, str] | None = None,
                  field_mappings: dict[str, dict[str, str]] | None = None) -> None:
         name = (tables or {}).get("sessions", DEFAULT_MODEL)
         delegate = self._delegate(prisma, name)
-        create = _method(delegate, "create")
-        find_unique = _method(delegate, "find_unique", "findUnique")
-        update_many = _method(delegate, "update_many", "updateMany")
+        create = method_of(delegate, "create")
+        find_unique = method_of(delegate, "find_unique", "findUnique")
+        update_many = method_of(delegate, "update_many", "updateMany")
         if create is None or find_unique is None or update_many is None:
             raise TypeError(
                 f'[TypeError] PrismaStore cannot use model "{name}": the client has no such delegate with '
@@ -132,7 +95,7 @@ class PrismaStore(Store):
         self.delegate = delegate
         self.fields: dict[str, str] = {f: custom.get(f, f) for f in FIELDS}
         self._create, self._find_unique, self._update_many = create, find_unique, update_many
-        self._keywords = {m: _takes_keywords(m) for m in (create, find_unique, update_many)}
+        self._keywords = {m: takes_keywords(m, ("where", "data")) for m in (create, find_unique, update_many)}
         self._json = self._json_wrapper(delegate)
 
     @staticmethod
@@ -157,13 +120,13 @@ class PrismaStore(Store):
 
     # -- the steps, written once for the plain and the async methods ----------------------------
 
-    def _load_steps(self, session_id: str) -> _Steps:
+    def _load_steps(self, session_id: str) -> Steps:
         row = yield self._find_unique, {"where": {self.fields["id"]: session_id}}
         if row is None:
             return None
         return read_blob(_field(row, self.fields["blob"]), session_id)
 
-    def _save_steps(self, session: Session, expected_version: int) -> _Steps:
+    def _save_steps(self, session: Session, expected_version: int) -> Steps:
         saved = stamp(session, expected_version)
         blob = self._json(saved.to_json())
         now = datetime.now(UTC)  # bookkeeping uses the wall clock, not the agent's
@@ -188,87 +151,14 @@ class PrismaStore(Store):
         actual = None if row is None else stored_version(_field(row, f["version"]))
         raise SessionConflictError(saved.id, expected_version, actual)
 
-    def _invoke(self, call: _Call) -> Any:
+    def _invoke(self, call: Call) -> Any:
         method, arguments = call
         return method(**arguments) if self._keywords[method] else method(arguments)
 
-    def _run(self, steps: _Steps) -> Any:
-        try:
-            call = next(steps)
-            while True:
-                try:
-                    result = self._invoke(call)
-                except Exception as exc:  # handed to the steps: a unique violation is a conflict there
-                    call = steps.throw(exc)
-                    continue
-                if inspect.isawaitable(result):  # an async client called through a plain method
-                    _refuse_inside_a_loop(result, steps.close, "store.aload(...) and store.asave(...)")
-                    return asyncio.run(self._arun(steps, result))
-                call = steps.send(result)
-        except StopIteration as done:
-            return done.value
+    # load/save, their async twins and disconnect are SteppedStore's, driving the steps above.
+    # initialize() creates nothing: the table comes from the Prisma schema (`prisma db push` or a
+    # migration).
 
-    async def _arun(self, steps: _Steps, pending: Any = None) -> Any:
-        """Drive the steps, awaiting each call; `pending` is a call already made (by `_run`)."""
-        try:
-            call = next(steps) if pending is None else None
-            while True:
-                try:
-                    if pending is None:
-                        pending = self._invoke(call)  # type: ignore[arg-type] - set whenever pending is None
-                    result = await pending if inspect.isawaitable(pending) else pending
-                except Exception as exc:
-                    call = steps.throw(exc)
-                    continue
-                finally:
-                    pending = None
-                call = steps.send(result)
-        except StopIteration as done:
-            return done.value
-
-    # -- the contract ------------------------------------------------------------------------------
-
-    def load(self, session_id: str) -> Session | None:
-        return self._run(self._load_steps(session_id))
-
-    async def aload(self, session_id: str) -> Session | None:
-        """See load(); awaits an async client's calls, runs a sync one's in place."""
-        return await self._arun(self._load_steps(session_id))
-
-    def save(self, session: Session, expected_version: int) -> Session:
-        return self._run(self._save_steps(session, expected_version))
-
-    async def asave(self, session: Session, expected_version: int) -> Session:
-        """See save()."""
-        return await self._arun(self._save_steps(session, expected_version))
-
-    def initialize(self) -> None:
-        """Nothing to create: the table comes from the Prisma schema (`prisma db push` or a migration)."""
-
-    async def ainitialize(self) -> None:
-        """See initialize()."""
-
-    def _disconnect_method(self) -> Callable[[], Any] | None:
+    def _close_method(self) -> Callable[[], Any] | None:
         # prisma-client-py's `disconnect()`; a Node-shaped client's `$disconnect()`
-        return _method(self.prisma, "disconnect", "$disconnect")
-
-    def disconnect(self) -> None:
-        """Disconnect the client passed in, when it has a disconnect method."""
-        method = self._disconnect_method()
-        if method is None:
-            return
-        result = method()
-        if inspect.isawaitable(result):
-            _refuse_inside_a_loop(result, None, "store.adisconnect()")
-            asyncio.run(_awaited(result))
-
-    async def adisconnect(self) -> None:
-        """See disconnect(); awaits an async client's."""
-        method = self._disconnect_method()
-        if method is not None:
-            result = method()
-            if inspect.isawaitable(result):
-                await result
-
-    close = disconnect
-    aclose = adisconnect
+        return method_of(self.prisma, "disconnect", "$disconnect")

@@ -102,6 +102,12 @@ def build_store(spec: tuple[Any, ...]) -> Store:
 
         return MongoStore(client=pymongo.MongoClient(spec[1]), database_name=spec[2],
                           collections={"sessions": spec[3]})
+    if kind == "opensearch":  # ("opensearch", url, index): the fake's HTTP server or a real cluster
+        import opensearchpy
+
+        from falai_django.stores.opensearch import OpenSearchStore
+
+        return OpenSearchStore(opensearchpy.OpenSearch(hosts=[spec[1]]), indices={"sessions": spec[2]})
     if kind == "prisma-sqlite":  # ("prisma-sqlite", path): the Prisma fake over a shared SQLite file
         from falai_django.stores.prisma import PrismaStore
         from tests.stores.prisma_fake import FakePrisma, SQLiteTable

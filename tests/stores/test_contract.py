@@ -1,11 +1,15 @@
-"""The store contract run against every store: Memory, SQLite, PostgreSQL, Redis, Mongo, Prisma.
+"""The store contract run against every store: Memory, SQLite, PostgreSQL, Redis, Mongo, Prisma,
+OpenSearch.
 
 PostgreSQL and Redis are the real servers (tests/conftest.py fixtures), never mocks. Mongo runs
 on `mongomock` (pymongo's API in memory) and, when `FALAI_TEST_MONGO_URL` is set, on that real
 server too; Prisma on a recording fake with prisma-client-py's names (tests/stores/prisma_fake.py),
 through the plain methods on its sync interface, through `aload`/`asave` on its async one,
 and over an SQLite file as Prisma's SQLite provider keeps the table (shared by processes, so
-the four-process race runs on Prisma too).
+the four-process race runs on Prisma too). OpenSearch runs with the real `opensearch-py` clients
+(`OpenSearch`, and `AsyncOpenSearch` through the async methods) against a fake cluster speaking
+the REST wire format over HTTP (tests/stores/fake_opensearch.py; the process race reaches it
+too) and, when `FALAI_TEST_OPENSEARCH_URL` is set, against that real cluster.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import uuid
 
 import mongomock
@@ -22,6 +27,7 @@ from falai_django.engine.session import Session
 from falai_django.stores.base import Store
 from falai_django.stores.memory import MemoryStore
 from falai_django.stores.mongo import MongoStore
+from falai_django.stores.opensearch import OpenSearchStore
 from falai_django.stores.postgres import PostgresStore
 from falai_django.stores.prisma import PrismaStore
 from falai_django.stores.redis import RedisStore
@@ -29,9 +35,11 @@ from falai_django.stores.sqlite import SQLiteStore
 
 from .contract import *  # noqa: F403 - the suite itself
 from .contract import StoreHarness
+from .fake_opensearch import FakeOpenSearch
 from .prisma_fake import FakeAsyncPrisma, FakePrisma, FakeTable, SQLiteTable
 
 MONGO_URL = os.environ.get("FALAI_TEST_MONGO_URL", "")
+OPENSEARCH_URL = os.environ.get("FALAI_TEST_OPENSEARCH_URL", "")
 
 
 def memory_harness() -> StoreHarness:
@@ -142,6 +150,78 @@ def prisma_sqlite_harness(path: str) -> StoreHarness:
                         put_raw=table.put, delete=table.remove, spawn=("prisma-sqlite", path), extra={"table": table})
 
 
+class LoopThreadDriven(Store):
+    """Runs a store over an async client whose connections belong to one event loop
+    (AsyncOpenSearch's aiohttp session): every call, plain or awaited from any loop, is run on
+    the wrapper's own loop in its own thread."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="store-loop", daemon=True)
+        self.thread.start()
+
+    def _call(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def load(self, session_id: str) -> Session | None:
+        return self._call(self.inner.aload(session_id)).result(timeout=60)
+
+    def save(self, session: Session, expected_version: int) -> Session:
+        return self._call(self.inner.asave(session, expected_version)).result(timeout=60)
+
+    def initialize(self) -> None:
+        self._call(self.inner.ainitialize()).result(timeout=60)
+
+    async def aload(self, session_id: str) -> Session | None:
+        return await asyncio.wrap_future(self._call(self.inner.aload(session_id)))
+
+    async def asave(self, session: Session, expected_version: int) -> Session:
+        return await asyncio.wrap_future(self._call(self.inner.asave(session, expected_version)))
+
+    async def ainitialize(self) -> None:
+        await asyncio.wrap_future(self._call(self.inner.ainitialize()))
+
+    def shut(self) -> None:
+        self._call(self.inner.aclose()).result(timeout=60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+def opensearch_harness(url: str, index: str, asynchronous: bool = False) -> StoreHarness:
+    import opensearchpy
+
+    raw = opensearchpy.OpenSearch(hosts=[url])
+    drivers: list[LoopThreadDriven] = []
+
+    def new_store() -> Store:
+        if not asynchronous:
+            return OpenSearchStore(opensearchpy.OpenSearch(hosts=[url]), indices={"sessions": index})
+        driver = LoopThreadDriven(OpenSearchStore(opensearchpy.AsyncOpenSearch(hosts=[url]),
+                                                  indices={"sessions": index}))
+        drivers.append(driver)
+        return driver
+
+    store = new_store()
+    store.initialize()
+
+    def put_raw(sid: str, text: str) -> None:
+        raw.index(index=index, id=sid, body={"id": sid, "version": 1, "blob": _as_stored(text)}, refresh=True)
+
+    def delete(sid: str) -> None:
+        raw.delete(index=index, id=sid, refresh=True, ignore=[404])
+
+    def shut() -> None:
+        for driver in drivers:
+            driver.shut()
+        raw.indices.delete(index=index, ignore=[404])
+        raw.close()
+
+    return StoreHarness(store=store, new_store=new_store, put_raw=put_raw, delete=delete,
+                        spawn=("opensearch", url, index), extra={"shut": shut, "raw": raw, "index": index})
+
+
 class AsyncDriven(Store):
     """Runs the contract's plain calls through a store's async methods (each in its own loop)."""
 
@@ -164,9 +244,21 @@ class AsyncDriven(Store):
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
                         pytest.param("redis", marks=pytest.mark.redis), "mongomock",
                         # the real server only when one is named (tests/stores/test_mongo.py says so loudly)
-                        *(["mongo"] if MONGO_URL else []), "prisma", "prisma-async", "prisma-sqlite"])
+                        *(["mongo"] if MONGO_URL else []), "prisma", "prisma-async", "prisma-sqlite",
+                        "opensearch", "opensearch-async",
+                        # a real cluster only when one is named (tests/stores/test_opensearch.py says so loudly)
+                        *(["opensearch-cluster"] if OPENSEARCH_URL else [])])
 def store_factory(request, tmp_path):
-    if request.param == "mongomock":
+    if request.param in ("opensearch", "opensearch-async"):
+        with FakeOpenSearch() as fake:
+            harness = opensearch_harness(fake.url, "ana_sessions", asynchronous=request.param == "opensearch-async")
+            yield harness
+            harness.extra["shut"]()
+    elif request.param == "opensearch-cluster":
+        harness = opensearch_harness(OPENSEARCH_URL, f"falai_test_{uuid.uuid4().hex[:10]}")
+        yield harness
+        harness.extra["shut"]()
+    elif request.param == "mongomock":
         yield mongo_harness(mongomock.MongoClient(), "falai", "ana_sessions")
     elif request.param == "mongo":
         import pymongo
