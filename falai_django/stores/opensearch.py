@@ -61,7 +61,7 @@ REFRESH_POLICIES = (False, True, "wait_for")
 
 # OpenSearch's rules for index names: lower case, none of these characters, no leading - _ +
 _BAD_INDEX_CHARACTERS = re.compile(r'[\\/*?"<>| ,#:A-Z]')
-_ARGUMENT_NAMES = ("index", "id", "body", "params")
+_ARGUMENT_NAMES = ("index", "id", "body")
 
 
 def _status(error: BaseException) -> int | None:
