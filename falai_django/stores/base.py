@@ -1,4 +1,4 @@
-"""The store contract. Every backend (memory, postgres, sqlite, redis, mongo, prisma, django)
+"""The store contract. Every backend (memory, postgres, sqlite, redis, mongo, prisma, opensearch, django)
 fills in `Store`.
 
 A store keeps one row per session: the session's v4 JSON blob and an integer version.
