@@ -315,6 +315,14 @@ class GeminiProvider(DescribesImages, StreamingAdapter):
         options = {"api_version": "v1beta", "timeout": self.timeout_ms, **(http_options or {})}
         if base_url:
             options["base_url"] = base_url
+        if not any(options.get(key) for key in ("async_client_args", "httpx_async_client", "aiohttp_client")):
+            # The SDK switches its async calls to aiohttp whenever aiohttp is importable (any other
+            # package may bring it: opensearch-py[async] does). Its errors and its threaded DNS
+            # lookups differ from httpx's, so the async twins would classify a dropped connection
+            # otherwise and leave the loop for a thread. An httpx transport keeps them on httpx.
+            from falai_django.providers.loop_transport import PerLoopTransport
+
+            options["async_client_args"] = {"transport": PerLoopTransport()}
         self._types = types
         self._client = genai.Client(api_key=str(api_key), vertexai=False, http_options=types.HttpOptions(**options))
 

@@ -650,6 +650,36 @@ def test_async_twins_use_the_sdk_async_client_and_no_thread(gemini_server, make_
     assert all(r.stream for r in gemini_server.requests)  # the same SSE endpoint as the sync path
 
 
+def test_async_calls_stay_on_httpx_with_aiohttp_installed_across_event_loops(gemini_server, make_gemini):
+    """aiohttp is importable here (opensearch-py[async] brings it), which alone would move the
+    SDK's async calls to aiohttp; the provider keeps them on httpx with a pool per event loop,
+    so one provider serves one `asyncio.run()` after another."""
+    import importlib.util
+
+    from falai_django.providers.loop_transport import PerLoopTransport
+
+    assert importlib.util.find_spec("aiohttp") is not None
+    provider = make_gemini(retries=0)
+    api = provider._client._api_client
+    assert not api._use_aiohttp()
+    transport = api._http_options.async_client_args["transport"]
+    assert isinstance(transport, PerLoopTransport)
+    for word in ("um", "dois", "três"):
+        gemini_server.stream_text(envelope(word), 2)
+        out = asyncio.run(provider.agenerate_message(speak_input()))
+        assert out.structured["message"] == word
+    assert len(transport._pools) <= 1  # the pools of the closed loops were let go
+    gemini_server.push(Reply(drop_after=0))
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(provider.agenerate_message(speak_input()))
+    assert caught.value.kind == "network"
+
+
+def test_a_caller_async_client_setting_is_left_alone(gemini_server, make_gemini):
+    provider = make_gemini(http_options={"async_client_args": {"timeout": 5}})
+    assert "transport" not in provider._client._api_client._http_options.async_client_args
+
+
 @pytest.mark.parametrize(("status", "reason", "kind", "requests"), [
     (401, "UNAUTHENTICATED", "auth", 1),
     (403, "PERMISSION_DENIED", "auth", 1),
