@@ -66,13 +66,20 @@ _ARGUMENT_NAMES = ("index", "id", "body")
 
 def _status(error: BaseException) -> int | None:
     """The HTTP status an error carries: opensearch-py's `status_code`, the Node client's
-    `statusCode` (or `meta.statusCode`); None for a connection failure."""
-    for holder in (error, getattr(error, "meta", None)):
-        for name in ("status_code", "statusCode"):
-            value = getattr(holder, name, None)
+    `statusCode` (or `meta.statusCode`); None for a connection failure (opensearch-py's
+    ConnectionError says "N/A")."""
+    meta = getattr(error, "meta", None)
+    for holder in (error, meta):
+        for name in ("status_code", "statusCode", "status"):
+            value = holder.get(name) if isinstance(holder, Mapping) else getattr(holder, name, None)
             if isinstance(value, int) and not isinstance(value, bool):
                 return value
     return None
+
+
+def _already_exists(error: BaseException) -> bool:
+    """The 400 a cluster answers when another process created the index first."""
+    return _status(error) == 400 and "resource_already_exists_exception" in f"{getattr(error, 'error', '')} {error}"
 
 
 def _body(response: Any) -> Any:
@@ -153,9 +160,13 @@ class OpenSearchStore(SteppedStore):
         if not self.auto_create_indices:
             return
         exists = yield self._exists, {"index": self.index_name}
-        if _body(exists) is True:
+        if _body(exists):
             return
-        yield self._create, {"index": self.index_name, "body": {"mappings": MAPPINGS}}
+        try:
+            yield self._create, {"index": self.index_name, "body": {"mappings": MAPPINGS}}
+        except Exception as exc:
+            if not _already_exists(exc):  # another process won the race to create it: nothing missing
+                raise
 
     def _load_steps(self, session_id: str) -> Steps:
         try:

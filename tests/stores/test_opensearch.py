@@ -86,6 +86,21 @@ def test_an_existing_index_is_left_as_it_is(fake, client):
     assert fake.indices["conversas"].mappings == {"properties": {"id": {"type": "keyword"}}}
 
 
+def test_two_processes_initializing_at_once_both_succeed(fake, client):
+    """Both see the index missing; the second create answers 400 resource_already_exists."""
+    client.indices.exists = lambda **kwargs: False  # it looked before the other one created it
+    late = OpenSearchStore(client)
+    OpenSearchStore(opensearchpy.OpenSearch(hosts=[fake.url])).initialize()
+    late.initialize()
+    assert [(r.method, r.path) for r in fake.requests] == [("HEAD", "/agent_sessions"), ("PUT", "/agent_sessions"),
+                                                          ("PUT", "/agent_sessions")]
+    assert fake.indices[INDEX].mappings == MAPPINGS
+    fake.fail_next(400, "mapper_parsing_exception", method="PUT")  # any other refusal still propagates
+    with pytest.raises(opensearchpy.RequestError) as caught:
+        OpenSearchStore(client, indices={"sessions": "outro"}).initialize()
+    assert caught.value.error == "mapper_parsing_exception"
+
+
 def test_auto_create_indices_false_creates_nothing(fake, client):
     store = OpenSearchStore(client=client, auto_create_indices=False)
     store.initialize()
@@ -355,9 +370,14 @@ def test_the_plain_methods_refuse_the_async_client_by_name_and_send_nothing(fake
 
 
 class StatusError(Exception):
-    def __init__(self, status: int) -> None:
+    """The Node client's ResponseError: `statusCode`, and `meta.statusCode` in newer versions."""
+
+    def __init__(self, status: int, in_meta: bool = False) -> None:
         super().__init__(f"status {status}")
-        self.statusCode = status  # noqa: N815 - the Node client's name
+        if in_meta:
+            self.meta = {"statusCode": status}
+        else:
+            self.statusCode = status  # noqa: N815 - the Node client's name
 
 
 class NodeShapedClient:
@@ -384,7 +404,7 @@ class NodeShapedClient:
     def get(self, params):
         self.calls.append(("get", params))
         if params["id"] not in self.docs:
-            raise StatusError(404)
+            raise StatusError(404, in_meta=True)
         return {"body": {"_source": self.docs[params["id"]]}}
 
     def index(self, params):
