@@ -36,17 +36,43 @@ def _form_fields(content_type: str, raw: bytes) -> dict[str, Any]:
 
 
 class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that timed out or hung up mid-reply is expected here, not news."""
 
 
-class ScriptedServer:
+class LocalServer:
+    """A threaded HTTP server on 127.0.0.1 (an ephemeral port) serving `handler_class` until
+    `close()`; a context manager. The fake vendors and the fake OpenSearch cluster build on it."""
+
+    thread_name = "fake-http"
+
+    def __init__(self, handler_class: type[BaseHTTPRequestHandler]) -> None:
+        self._server = _QuietServer(("127.0.0.1", 0), handler_class)
+        self.port = self._server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class ScriptedServer(LocalServer):
     """Subclasses set `reply_class` (a dataclass with status, body, headers, delay_s,
     drop_after, ...) and implement `_serve(handler)` with `_take`, `_send_body` and the stream
     helpers."""
 
     reply_class: type
-    thread_name = "fake-http"
 
     def __init__(self, responder: Callable[[Any], Any] | None = None) -> None:
         self.responder = responder  # answers when the script is empty (else: 500)
@@ -66,13 +92,7 @@ class ScriptedServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 fake._serve(self)
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name=self.thread_name, daemon=True)
-        self._thread.start()
+        super().__init__(Handler)
 
     # -- scripting ----------------------------------------------------------------------
 
@@ -86,16 +106,6 @@ class ScriptedServer:
 
     def error(self, status: int, body: Any, headers: dict[str, str] | None = None) -> Self:
         return self.push(self.reply_class(status=status, body=body, headers=headers or {}))
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # -- serving ------------------------------------------------------------------------
 

@@ -30,9 +30,11 @@ import json
 import re
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Self
 from urllib.parse import parse_qsl, unquote, urlsplit
+
+from tests.providers.fake_http import LocalServer
 
 # -- painless, the part the store uses -----------------------------------------------------------
 
@@ -173,19 +175,14 @@ class Index:
     docs: dict[str, Doc] = field(default_factory=dict)
 
 
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hung up mid-reply is not news here."""
-
-
 def _error(status: int, kind: str, reason: str, **extra: Any) -> tuple[int, dict[str, Any]]:
     cause = {"type": kind, "reason": reason, **extra}
     return status, {"error": {"root_cause": [cause], **cause}, "status": status}
 
 
-class FakeOpenSearch:
+class FakeOpenSearch(LocalServer):
+    thread_name = "fake-opensearch"
+
     def __init__(self) -> None:
         self.indices: dict[str, Index] = {}
         self.requests: list[Recorded] = []
@@ -205,22 +202,8 @@ class FakeOpenSearch:
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle  # noqa: N815 - http.server's naming
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
-        self.port = self._server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="fake-opensearch", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        super().__init__(Handler)
+        self.url = self.base_url
 
     # -- scripting and reading -----------------------------------------------------------------
 

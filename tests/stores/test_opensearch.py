@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import warnings
-from pathlib import Path
 from typing import Any
 
 import opensearchpy
@@ -29,7 +26,6 @@ from falai_django.stores.opensearch import CAS_SCRIPT, MAPPINGS
 from .contract import bare, full_session
 from .fake_opensearch import FakeOpenSearch
 
-ROOT = Path(__file__).resolve().parents[2]
 INDEX = "agent_sessions"
 
 
@@ -470,33 +466,3 @@ def test_the_fake_runs_the_script_and_refuses_one_outside_its_grammar(fake, clie
     with pytest.raises(opensearchpy.RequestError) as caught:
         client.update(index=INDEX, id="d", body={"script": {"source": "ctx._source.version++"}})
     assert caught.value.status_code == 400 and caught.value.error == "script_exception"
-
-
-def test_the_name_resolves_without_opensearch_py():
-    """`from falai_django import OpenSearchStore` needs no opensearchpy: the store only talks to
-    the client it is given."""
-    code = (
-        "import sys\n"
-        "sys.modules['opensearchpy'] = None\n"
-        "from falai_django import OpenSearchStore, Session\n"
-        "class E(Exception):\n"
-        "    status_code = 404\n"
-        "class Indices:\n"
-        "    def exists(self, index): return True\n"
-        "    def create(self, index, body): raise AssertionError\n"
-        "class Client:\n"
-        "    indices = Indices()\n"
-        "    docs = {}\n"
-        "    def get(self, index, id):\n"
-        "        if id not in self.docs: raise E()\n"
-        "        return {'_source': self.docs[id]}\n"
-        "    def index(self, index, id, body, op_type, refresh): self.docs[id] = body\n"
-        "    def update(self, index, id, body, retry_on_conflict, refresh): raise AssertionError\n"
-        "store = OpenSearchStore(Client())\n"
-        "store.initialize()\n"
-        "store.save(Session.fresh('s1'), 0)\n"
-        "print(store.load('s1').version, store.load('s2'))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["1", "None"]
