@@ -36,7 +36,7 @@ from falai_django.engine.jstime import to_iso, utc_now
 from falai_django.engine.session import Session
 
 from .base import DEFAULT_TABLE, MISSING, read_blob, stamp, stored_version
-from .steps import Call, SteppedStore, Steps, method_of, takes_keywords
+from .steps import SteppedStore, Steps, method_of
 
 __all__ = ["CAS_SCRIPT", "MAPPINGS", "OpenSearchStore"]
 
@@ -147,11 +147,7 @@ class OpenSearchStore(SteppedStore):
         self.refresh: bool | str = refresh
         self._get, self._index, self._update = get, index, update
         self._exists, self._create = exists, create
-        self._keywords = {m: takes_keywords(m, _ARGUMENT_NAMES) for m in (get, index, update, exists, create)}
-
-    def _invoke(self, call: Call) -> Any:
-        method, arguments = call
-        return method(**arguments) if self._keywords[method] else method(arguments)
+        self._learn_calling((get, index, update, exists, create), _ARGUMENT_NAMES)
 
     # -- the steps, written once for the plain and the async methods (SteppedStore drives them) --
 
@@ -168,14 +164,19 @@ class OpenSearchStore(SteppedStore):
             if not _already_exists(exc):  # another process won the race to create it: nothing missing
                 raise
 
-    def _load_steps(self, session_id: str) -> Steps:
+    def _source_steps(self, session_id: str) -> Steps:
+        """The stored document's `_source` (MISSING when it has none), or None when there is no
+        document (a 404: no document, or no index yet)."""
         try:
             response = yield self._get, {"index": self.index_name, "id": session_id}
         except Exception as exc:
-            if _status(exc) == 404:  # no document, or no index yet
+            if _status(exc) == 404:
                 return None
             raise
-        source = _source(response)
+        return _source(response)
+
+    def _load_steps(self, session_id: str) -> Steps:
+        source = yield from self._source_steps(session_id)
         if source is None:
             return None
         blob = source.get("blob", MISSING) if isinstance(source, Mapping) else MISSING
@@ -210,18 +211,9 @@ class OpenSearchStore(SteppedStore):
             except Exception as exc:
                 if _status(exc) not in (404, 409):  # no document / the shard's retries ran out
                     raise
-        actual = yield from self._stored_version_steps(saved.id)
+        source = yield from self._source_steps(saved.id)  # the version it holds now
+        actual = stored_version(source.get("version")) if isinstance(source, Mapping) else None
         raise SessionConflictError(saved.id, expected_version, actual)
-
-    def _stored_version_steps(self, session_id: str) -> Steps:
-        try:
-            response = yield self._get, {"index": self.index_name, "id": session_id}
-        except Exception as exc:
-            if _status(exc) == 404:
-                return None
-            raise
-        source = _source(response)
-        return stored_version(source.get("version")) if isinstance(source, Mapping) else None
 
     def _close_method(self) -> Callable[[], Any] | None:
         # upstream leaves closing to the host; opensearch-py's clients close their connections here

@@ -38,7 +38,7 @@ from falai_django.engine.errors import SessionConflictError
 from falai_django.engine.session import Session
 
 from .base import MISSING, read_blob, stamp, stored_version
-from .steps import Call, SteppedStore, Steps, method_of, takes_keywords
+from .steps import SteppedStore, Steps, method_of
 
 __all__ = ["DEFAULT_MODEL", "FIELDS", "PrismaStore", "UNIQUE_VIOLATION"]
 
@@ -95,7 +95,7 @@ class PrismaStore(SteppedStore):
         self.delegate = delegate
         self.fields: dict[str, str] = {f: custom.get(f, f) for f in FIELDS}
         self._create, self._find_unique, self._update_many = create, find_unique, update_many
-        self._keywords = {m: takes_keywords(m, ("where", "data")) for m in (create, find_unique, update_many)}
+        self._learn_calling((create, find_unique, update_many), ("where", "data"))
         self._json = self._json_wrapper(delegate)
 
     @staticmethod
@@ -150,10 +150,6 @@ class PrismaStore(SteppedStore):
         row = yield self._find_unique, {"where": {f["id"]: saved.id}}
         actual = None if row is None else stored_version(_field(row, f["version"]))
         raise SessionConflictError(saved.id, expected_version, actual)
-
-    def _invoke(self, call: Call) -> Any:
-        method, arguments = call
-        return method(**arguments) if self._keywords[method] else method(arguments)
 
     # load/save, their async twins and disconnect are SteppedStore's, driving the steps above.
     # initialize() creates nothing: the table comes from the Prisma schema (`prisma db push` or a

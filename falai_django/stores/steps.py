@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from falai_django.engine.session import Session
@@ -54,19 +55,19 @@ def takes_keywords(method: Callable[..., Any], names: tuple[str, ...]) -> bool:
     return any(p.kind is p.VAR_KEYWORD or p.name in names for p in parameters)
 
 
-async def _awaited(result: Awaitable[Any]) -> Any:
-    return await result
-
-
 class SteppedStore(Store):
-    """Subclasses give `_load_steps`, `_save_steps`, optionally `_initialize_steps`, `_invoke`
-    (how one call is made on their client) and `_close_method`."""
+    """Subclasses give `_load_steps`, `_save_steps`, optionally `_initialize_steps` and
+    `_close_method`, and name their client's methods with `_learn_calling` so each call is made
+    the way that method takes its arguments."""
 
     # for the error a plain method raises on an async client inside a running loop
     label = "Store"
     client_kind = "this"
     # set when an async client cannot move between event loops: the plain client to use instead
     sync_hint: str | None = None
+    # method -> True when it takes its arguments by name, False when it takes one object;
+    # a method not learnt (a close method) is called by name
+    _keywords: Mapping[Callable[..., Any], bool] = MappingProxyType({})
 
     # -- what a backend writes ------------------------------------------------------------
 
@@ -81,12 +82,21 @@ class SteppedStore(Store):
         return
         yield  # a generator that makes no call
 
-    def _invoke(self, call: Call) -> Any:
-        method, arguments = call
-        return method(**arguments)
-
     def _close_method(self) -> Callable[[], Any] | None:
         return None
+
+    def _learn_calling(self, methods: Iterable[Callable[..., Any]], names: tuple[str, ...]) -> None:
+        """Read each method's calling convention once, from its signature (`takes_keywords`)."""
+        self._keywords = {method: takes_keywords(method, names) for method in methods}
+
+    def _close_steps(self) -> Steps:
+        method = self._close_method()
+        if method is not None:
+            yield method, {}
+
+    def _invoke(self, call: Call) -> Any:
+        method, arguments = call
+        return method(**arguments) if self._keywords.get(method, True) else method(arguments)
 
     # -- the drivers ------------------------------------------------------------------------
 
@@ -169,21 +179,11 @@ class SteppedStore(Store):
 
     def disconnect(self) -> None:
         """Close the client passed in, when it has a method for it."""
-        method = self._close_method()
-        if method is None:
-            return
-        result = method()
-        if inspect.isawaitable(result):
-            self._refuse_inside_a_loop(result, None, "store.adisconnect()")
-            asyncio.run(_awaited(result))
+        self._run(self._close_steps(), "store.adisconnect()")
 
     async def adisconnect(self) -> None:
         """See disconnect(); awaits an async client's."""
-        method = self._close_method()
-        if method is not None:
-            result = method()
-            if inspect.isawaitable(result):
-                await result
+        await self._arun(self._close_steps())
 
     def close(self) -> None:
         """The same as disconnect()."""
