@@ -34,7 +34,7 @@ def test_list_in_brazilian_portuguese(operator, run_on_commit):
     run_on_commit(say, "5511", "oi", "m1")
     html = admin_client(operator).get(CHANGELIST, headers={"accept-language": "pt-br"}).content.decode()
 
-    for label in ("Próximo despertar", "Responsável humano", "Motivo do silêncio", "perguntando", "silenciada",
+    for label in ("Próximo despertar", "Transferência", "Última mensagem do cliente em", "perguntando", "silenciada",
                   "Silenciar as conversas selecionadas"):
         assert label in html, label
 
