@@ -40,8 +40,8 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from falai_django import conf, jsondepth
-from falai_django.engine.spec import flow_spec_schema
-from falai_django.flows import chart, funnel
+from falai_django.engine.spec import flow_authoring_schema
+from falai_django.flows import chart, funnel, saving
 from falai_django.models import Flow, FlowVersion, ReplayResult, ReplayRun
 
 SPEC_TEMPLATE = {"id": "", "name": "", "on": [{"message": []}], "steps": []}
@@ -75,16 +75,40 @@ class PrettyJSONField(forms.JSONField):
 
 class FlowForm(forms.ModelForm):
     spec = PrettyJSONField(
-        label=_("spec"), initial=SPEC_TEMPLATE,
+        label=_("Spec"), initial=SPEC_TEMPLATE,
         widget=forms.Textarea(attrs={"rows": 28, "cols": 100, "class": "falai-spec", "spellcheck": "false"}),
         help_text=_("The FlowSpec as JSON. Checked against the agent's fields, actions, events, conditions, "
                     "tools and flows when you save."))
-    note = forms.CharField(label=_("note"), required=False, max_length=255,
+    note = forms.CharField(label=_("Note"), required=False, max_length=255,
                            help_text=_("What changed, kept with this version."))
 
     class Meta:
         model = Flow
         fields = ["id", "name", "enabled", "position", "spec"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "id" in self.fields:  # typed once: the spec's "id" may say it instead
+            self.fields["id"].required = False
+            self.fields["id"].help_text = _('Leave it empty to use the spec\'s "id"; a spec without an "id" '
+                                            "gets this one.")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if "spec" not in data:
+            return data
+        given = data.get("id") if "id" in self.fields else self.instance.pk
+        flow_id, data["spec"] = saving.one_id(given, data["spec"])
+        if "id" in self.fields:
+            if not flow_id:
+                self.add_error("id", gettext('Give the flow an id, here or as the spec\'s "id".'))
+            else:
+                data["id"] = flow_id
+                try:  # the spec's id goes through the same checks the field's does
+                    self.fields["id"].run_validators(flow_id)
+                except ValidationError as exc:
+                    self.add_error("id", exc)
+        return data
 
 
 def _svg(spec: Any) -> str:
@@ -131,7 +155,7 @@ class FlowAdmin(admin.ModelAdmin):
     def render_change_form(self, request: HttpRequest, context: dict[str, Any], add: bool = False,
                            change: bool = False, form_url: str = "", obj: Flow | None = None) -> HttpResponse:
         try:
-            schema = flow_spec_schema(conf.get_code_agent())
+            schema = flow_authoring_schema(conf.get_code_agent())
         except Exception as exc:  # noqa: BLE001 - an agent that cannot be built: the page still opens
             schema, context["schema_error"] = None, str(exc)
         context["spec_schema"] = schema
@@ -155,6 +179,7 @@ class FlowAdmin(admin.ModelAdmin):
             path("<path:object_id>/replays/<int:run_id>/", wrap(self.replay_view), name="falai_django_flow_replay"),
             path("<path:object_id>/funnel/", wrap(self.funnel_view), name="falai_django_flow_funnel"),
             path("picture/", wrap(self.picture_view), name="falai_django_flow_picture"),
+            path("check/", wrap(self.check_view), name="falai_django_flow_check"),
             path("draft/", wrap(self.draft_view), name="falai_django_flow_draft"),
             *super().get_urls(),
         ]
@@ -286,6 +311,21 @@ class FlowAdmin(admin.ModelAdmin):
         except (ValueError, RecursionError):
             return HttpResponse(gettext("The spec is not valid JSON."), status=400, content_type="text/plain")
         return HttpResponse(chart.flow_svg(spec), content_type="image/svg+xml")
+
+    def check_view(self, request: HttpRequest) -> HttpResponse:
+        """What a save would say of the spec being edited (POST its text; `?id=` the id field, or
+        `?object=` the stored flow being edited): `{"ok", "error", "warnings", "picture"}`, from
+        `saving.check_text`, the check every save runs. The editor shows it as you type."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        pk = request.GET.get("object") or None
+        if pk is not None and not Flow.objects.filter(pk=unquote(pk)).exists():
+            return JsonResponse({"ok": False, "error": gettext("No flow %(id)s.") % {"id": pk}, "warnings": [],
+                                 "picture": None}, status=404)
+        verdict = saving.check_text(request.GET.get("id"), request.body, pk=unquote(pk) if pk else None)
+        return JsonResponse(verdict)
 
     def funnel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         flow = self._flow(request, object_id)

@@ -9,6 +9,8 @@ parts in `spec_common` (registries, wording), `spec_shape` (the shape pass), `sp
 * `validate_flow(flow, registries)` — raises FlowConfigurationError on the first problem,
   else returns `ValidationResult(warnings=[...])`.
 * `flow_spec_schema(registries)` — the closed JSON schema of a FlowSpec for one agent.
+* `flow_authoring_schema(registries)` — the same as people write it (`spec_authoring`): keys
+  optional, `kind` read from the body; what editors complete and lint with.
 
 `registries` is an `Agent` or a dict with `fields`, `actions`, `events`, `conditions`, `tools`
 and optionally `flows` (a list of {"id": ...} or of flows).
@@ -44,6 +46,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .flows import canonical_flow
+from .spec_authoring import flow_authoring_schema
 from .spec_common import STEP_KINDS, Registries, _problem, action_parameters, registries_of
 from .spec_schema import flow_spec_schema
 from .spec_shape import _as_flow_dict, _question_without_collect, check_flow_shape
@@ -51,7 +54,7 @@ from .spec_validate import ValidationResult, check_predicate, validate_flow
 
 __all__ = [
     "STEP_KINDS", "Registries", "ValidationResult", "action_parameters", "check_flow_shape", "check_predicate",
-    "flow_spec_schema", "from_spec", "registries_of", "to_spec", "validate_flow",
+    "flow_authoring_schema", "flow_spec_schema", "from_spec", "registries_of", "to_spec", "validate_flow",
 ]
 
 

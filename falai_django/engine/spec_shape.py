@@ -96,6 +96,12 @@ def _instructions_shape(value: Any, at: str, prefix: str = "") -> None:
             raise _problem(at, f"{key} is {_shape_value(ins)}, not an object", "Write each instruction as an object with a prompt.")
         _one_of(ins.get("kind"), INSTRUCTION_KINDS, at, f"{key}.kind")
         _text(ins.get("prompt"), at, f"{key}.prompt")
+        when = ins.get("when")  # read as a tuple of situations when the rule is judged
+        if when is not None and not isinstance(when, str) and not (
+            isinstance(when, (list, tuple)) and all(isinstance(w, str) for w in when)
+        ):
+            raise _problem(at, f"{key}.when is {_shape_value(when)}, not a list of situations",
+                           'Write when as a list of phrases, such as ["asks for a discount"].')
         _pred_shape(ins.get("if"), at, f"{key}.if")
 
 
@@ -182,6 +188,7 @@ def check_flow_shape(flow: Any, *, empty_steps: bool = True) -> None:
             _list(step.get(key), at, key)
         _object(step.get("ask"), at, "ask")
         _object(step.get("with"), at, "with")
+        _object(step.get("media"), at, "media")
         _instructions_shape(step.get("instructions"), at)
         if "maxAsks" in step:
             value = step["maxAsks"]
@@ -202,6 +209,9 @@ def check_flow_shape(flow: Any, *, empty_steps: bool = True) -> None:
                 raise _problem(at, f"{key} is {_shape_value(branch)}, not an object", 'Write the branch as {"when" or "if", "then"}.')
             _text(branch.get("when"), at, f"{key}.when")
             _pred_shape(branch.get("if"), at, f"{key}.if")
+            if branch.get("when") is None and branch.get("if") is None:  # else it would always be taken
+                raise _problem(at, f"{key} has neither when nor if",
+                               "Say when the branch is taken: when (judged by the AI) or if (a condition).")
             if "then" not in branch:
                 raise _problem(at, f"{key} has no then", "Say where the branch goes with then.")
             _target_shape(branch["then"], at, f"{key}.then")

@@ -75,7 +75,7 @@ class _NameChecker:
 
     def tools(self, names: Any, at: str) -> None:
         for name in names or ():
-            if name not in self.reg.tool_ids:
+            if not isinstance(name, str) or name not in self.reg.tool_ids:
                 raise _problem(at, f'unknown tool "{name}"', "Register the tool in the agent's tools, or correct the id.")
 
     def duration(self, value: Any, at: str, where: str) -> None:
@@ -229,7 +229,7 @@ class _Validator(_NameChecker):
                     "Use one of message, mention, silence or event; a flow started only by the host has no on at all.",
                 )
             event = trigger.get("event")
-            if event is not None and event not in reg.events:
+            if event is not None and (not isinstance(event, str) or event not in reg.events):
                 raise _problem(at, f'unknown event "{event}"', "Register the event in the agent's events, or correct the name.")
             self.duration(trigger.get("silence"), at, "silence")
             self.duration(trigger.get("after"), at, "after")

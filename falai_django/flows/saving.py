@@ -30,20 +30,69 @@ from falai_django.flows import running
 from falai_django.models import Flow
 from falai_django.models.flows import checking_spec
 
-__all__ = ["check", "connect"]
+__all__ = ["check", "connect", "one_id"]
 
 
-def check(flow: Flow) -> list[str]:
+def one_id(flow_id: str | None, spec: Any) -> tuple[str, Any]:
+    """The flow's id typed once (issue 55): the admin's id field and the spec's `id` say the same
+    thing, so either may be left out. Returns `(id, spec)` with the missing one filled from the
+    other: a blank id takes the spec's `id`; a spec without an `id` gets the field's, first.
+    When both are given and differ, both are returned as they are and the check names the
+    mismatch."""
+    flow_id = (flow_id or "").strip()
+    spec_id = spec.get("id") if isinstance(spec, dict) else None
+    if not flow_id and isinstance(spec_id, str):
+        return spec_id, spec
+    if flow_id and isinstance(spec, dict) and spec_id in (None, ""):
+        return flow_id, {"id": flow_id, **{k: v for k, v in spec.items() if k != "id"}}
+    return flow_id, spec
+
+
+def check_text(flow_id: str | None, text: str | bytes, pk: str | None = None) -> dict[str, Any]:
+    """What saving `text` as the spec of flow `flow_id` would say, without saving: `{"ok",
+    "error", "warnings", "picture"}`. The flow editor posts every pause in typing here, so the
+    page shows the server's own verdict (the same `check` a save runs). `pk` is the stored row
+    being edited (excluded from the other flows, as its own save would)."""
+    from falai_django.flows import chart
+
+    try:
+        spec = jsondepth.loads(text or b"null", "the spec")
+    except jsondepth.JSONDepthError as exc:
+        return {"ok": False, "error": str(exc), "warnings": [], "picture": None}
+    except (ValueError, RecursionError) as exc:
+        return {"ok": False, "error": f"The spec is not valid JSON: {exc}.", "warnings": [], "picture": None}
+    flow_id, spec = one_id(pk or flow_id, spec)
+    picture = chart.flow_svg(spec)
+    if not flow_id:
+        return {"ok": False, "warnings": [], "picture": picture,
+                "error": 'The flow has no id: write it in the id field or as the spec\'s "id".'}
+    flow = Flow(id=flow_id, spec=spec)
+    try:
+        if not pk:  # a new flow's id is a form field too: the same validators a save runs
+            Flow._meta.get_field("id").clean(flow_id, flow)
+    except ValidationError as exc:
+        return {"ok": False, "error": " ".join(exc.messages), "warnings": [], "picture": picture}
+    try:
+        warnings = check(flow, exclude=pk)
+    except ValidationError as exc:
+        return {"ok": False, "error": " ".join(exc.message_dict.get("spec", exc.messages)), "warnings": [],
+                "picture": picture}
+    return {"ok": True, "error": None, "warnings": warnings, "picture": picture}
+
+
+def check(flow: Flow, exclude: str | None = None) -> list[str]:
     """Check `flow.spec` against the code agent's registries and the other enabled flows; return
     the warnings (also kept on `flow.spec_warnings`). Raises `ValidationError` on the spec field.
-    A flow without an id is left to the id field's own error."""
+    A flow without an id is left to the id field's own error. `exclude` is the stored row being
+    edited, when it is not `flow.pk` (a check before a save)."""
     try:  # before anything walks the spec (the check and the picture recurse into it)
         jsondepth.check(flow.spec, "the spec")
     except ValueError as exc:
         raise ValidationError({"spec": str(exc)}) from None
     if not flow.id:
         return []
-    others = Flow.objects.filter(enabled=True).exclude(pk=flow.pk).values_list("id", flat=True)
+    others = Flow.objects.filter(enabled=True).exclude(pk__in={flow.pk, exclude or flow.pk}).values_list(
+        "id", flat=True)
     try:
         warnings = running.check_spec(flow.id, flow.spec, conf.get_code_agent(), list(others))
     except FlowConfigurationError as exc:

@@ -57,7 +57,8 @@ def eventually(check, seconds: float = 5.0):
 
 
 def set_spec(page, spec: dict) -> None:
-    page.fill("#id_spec", json.dumps(spec, indent=2))
+    """Replace the editor's text (the spec textarea behind it follows)."""
+    page.evaluate("text => window.falaiFlowEditor.setText(text)", json.dumps(spec, indent=2))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -84,7 +85,8 @@ def test_create_fix_enable_follow_edit_and_revert_in_a_browser(live_server, brow
     live = page.locator("#falai-live")
     live.wait_for(state="visible")
     assert "falai-live bad" in live.get_attribute("class")
-    assert '"idade" is not one of "nome", "empresa", "cidade"' in live.inner_text()
+    page.wait_for_function("document.querySelector('#falai-live').innerText.includes('unknown field')")
+    assert 'flow "triagem", step "quem": unknown field "idade"' in live.inner_text()  # the server's words
     page.wait_for_function("document.querySelector('#falai-picture svg [data-step=\"quem\"]') !== null")
     page.click("input[name=_continue]")
     page.wait_for_selector(".errornote")
