@@ -1,7 +1,9 @@
 """How people see values: one time format everywhere (playground, admin, terminal), no `None`.
 
-The API keeps ISO 8601 (machines read it); pages and the terminal show `when(...)`, the same
-`Y-m-d H:i:s` the admin templates use, in the current time zone.
+The API keeps ISO 8601 (machines read it); pages and the terminal show `when(...)`: the project's
+localized DATETIME_FORMAT, in the current time zone, as Django's admin writes its own date fields
+and the app's templates write theirs (`|date:"DATETIME_FORMAT"`). A fresh project in en-us reads
+"Dec. 7, 2026, 2:50 p.m."; the demo sets "Y-m-d H:i:s" (project/formats).
 """
 
 from __future__ import annotations
@@ -9,14 +11,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-DATETIME_FORMAT = "Y-m-d H:i:s"  # the admin templates' `|date:"Y-m-d H:i:s"`
+DATETIME_FORMAT = "DATETIME_FORMAT"  # the format's name: the project's, localized, as the admin's
 EMPTY = "—"
 
 
 def when(value: Any) -> str:
     """A datetime (or an ISO string) as people read it; "—" for nothing."""
     from django.utils import timezone
-    from django.utils.dateformat import format as date_format
+    from django.utils.formats import date_format
 
     if value is None or value == "":
         return EMPTY
