@@ -120,6 +120,72 @@ def words(text: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
+# A draft's name and trigger, from the description (flow_spec)
+# ---------------------------------------------------------------------------------------------
+
+NAME_LIMIT = 60  # characters: a draft's name is a whole-word prefix of its description
+TRIGGER_WORDS = 6  # at most this many words in a draft's trigger phrase
+_CLAUSE_END = re.compile(r"[.;:!?,]")
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+# Words a name does not end on and a trigger neither starts nor ends on (folded): articles,
+# prepositions, conjunctions, pronouns.
+_FUNCTION_WORDS = frozenset(
+    "o a os as um uma uns umas de do da dos das em no na nos nas por pelo pela para pra com sem e ou que "
+    "se ao aos me te lhe seu sua seus suas meu minha "
+    "the a an of to for and or in on at by with without from about as that if it its their his her "
+    "my your our some any".split())
+# The lead-in of a "when the customer asks for X" description: not what the customer says (folded).
+_TRIGGER_LEAD_IN = _FUNCTION_WORDS | frozenset(
+    "quando caso sempre cliente clientes visitante visitantes usuario usuarios pessoa pessoas lead leads alguem "
+    "pedir pede pedirem pedido quiser quer querem queira solicitar solicita solicitarem perguntar pergunta "
+    "perguntarem falar fala falarem mencionar menciona mencionarem precisar precisa precisarem tiver tem "
+    "interesse interessado interessada sobre "
+    "when whenever once customer customers visitor visitors user users person people client clients someone "
+    "asks ask asking wants want wanting requests request requesting needs need mentions mention says say "
+    "talks talk is are".split())
+
+
+def draft_name(description: str, limit: int = NAME_LIMIT) -> str:
+    """A whole-word prefix of `description` of at most `limit` characters: its first clause when
+    that is long enough to name the flow, else as many whole words as fit; never a cut word, a
+    trailing punctuation mark or a trailing article/preposition."""
+    text = " ".join(description.split())
+    if len(text) > limit:
+        head = text[:limit + 1]
+        ends = [m.start() for m in _CLAUSE_END.finditer(head) if m.start() >= limit // 2]
+        if ends:
+            text = text[:ends[-1]]
+        else:
+            space = head.rfind(" ")
+            text = text[:space] if space > 0 else text[:limit]
+    tokens = list(_TOKEN.finditer(text))
+    while len(tokens) > 1 and fold(tokens[-1].group()) in _FUNCTION_WORDS:
+        tokens.pop()
+    if not tokens:
+        return ""
+    return text[:tokens[-1].end()].rstrip()
+
+
+def draft_trigger(description: str, max_words: int = TRIGGER_WORDS) -> str:
+    """What a customer would say for this flow, as a phrase taken whole from the description: its
+    first clause without the "when the customer asks for" lead-in, up to `max_words` words, never
+    starting or ending on an article or a preposition ("Quando o cliente pedir um orçamento de
+    instalação, perguntar…" -> "orçamento de instalação")."""
+    text = " ".join(description.split())
+    clause = _CLAUSE_END.split(text, maxsplit=1)[0] if text else ""
+    tokens = list(_TOKEN.finditer(clause))
+    start = 0
+    while start < len(tokens) and fold(tokens[start].group()) in _TRIGGER_LEAD_IN:
+        start += 1
+    core = (tokens[start:] or tokens)[:max_words]  # all lead-in ("Quando o cliente pedir"): the clause
+    while len(core) > 1 and fold(core[-1].group()) in _FUNCTION_WORDS:
+        core.pop()
+    if not core:
+        return ""
+    return clause[core[0].start():core[-1].end()]
+
+
+# ---------------------------------------------------------------------------------------------
 # Reading the request
 # ---------------------------------------------------------------------------------------------
 
@@ -407,9 +473,10 @@ class OfflineProvider(BaseProvider):
             {"id": f"pede_{slug}", "kind": "collect", "collect": [slug]} for slug in named
         ] or [{"id": "conversa", "kind": "prompt", "prompt": " ".join(description.split())}]
         steps.append({"id": "fim", "kind": "say", "say": self._t("draft_thanks")})
-        return {"id": flow_id, "name": " ".join(description.split())[:60] or flow_id,
+        trigger = draft_trigger(description)
+        return {"id": flow_id, "name": draft_name(description) or flow_id,
                 "description": " ".join(description.split()),
-                "on": [{"message": [" ".join(description.split()[:5])]}], "steps": steps}
+                "on": [{"message": [trigger] if trigger else []}], "steps": steps}
 
     # -- understand ------------------------------------------------------------------------
     def understand(self, input: GenerateInput) -> dict[str, Any]:

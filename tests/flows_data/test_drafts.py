@@ -83,3 +83,62 @@ def test_a_bad_answer_saves_nothing_and_says_why(answer, why):
     with pytest.raises(drafts.DraftError, match=why.replace("(", r"\(")):
         drafts.draft_flow("anything", agent=agent_with(Scripted(answer)))
     assert not Flow.objects.exists()
+
+
+# -- the offline draft's name and trigger (issue 55: the name was cut mid-word at 60 characters and
+# the trigger was the description's first five words, "Quando o cliente pedir um") -------------------
+
+INSTALLATION = ("Quando o cliente pedir um orçamento de instalação, perguntar o endereço e a data preferida, "
+                "depois confirmar")
+
+
+def whole_word_prefix(name: str, description: str) -> bool:
+    """`name` starts `description` and ends where a word ends, on no punctuation or space."""
+    rest = description[len(name):]
+    return (description.startswith(name) and name == name.strip() and name[-1:].isalnum()
+            and (not rest or not rest[0].isalnum()))
+
+
+def whole_words_of(phrase: str, description: str) -> bool:
+    """`phrase` is taken whole from `description`: no word in it is cut at either end."""
+    at = description.find(phrase)
+    if at < 0 or not phrase:
+        return False
+    before, after = description[at - 1:at], description[at + len(phrase):at + len(phrase) + 1]
+    return not before.isalnum() and not after.isalnum()
+
+
+def test_the_offline_draft_names_the_flow_with_whole_words_and_a_meaningful_trigger():
+    from falai_django.providers.offline import phrase_matches
+
+    flow = drafts.draft_flow(INSTALLATION)
+
+    assert flow.name == "Quando o cliente pedir um orçamento de instalação"  # its first clause
+    assert whole_word_prefix(flow.name, INSTALLATION) and len(flow.name) <= 60
+    [trigger] = flow.spec["on"]
+    phrases = trigger["message"]
+    assert phrases == ["orçamento de instalação"]
+    for phrase in phrases:
+        assert whole_words_of(phrase, INSTALLATION), phrase
+        assert phrase != INSTALLATION[:28] and phrase != " ".join(INSTALLATION.split()[:5])
+    # what a customer says starts it (the offline provider's own matching); the lead-in alone would not
+    assert phrase_matches("oi, vocês fazem orçamento de instalação de ar-condicionado?", phrases[0])
+    assert not phrase_matches("oi, vocês fazem orçamento de instalação de ar-condicionado?", "Quando o cliente pedir um")
+
+
+@pytest.mark.parametrize("description", [
+    INSTALLATION,
+    "Responder dúvidas sobre o cardápio vegetariano e os preços das marmitas da semana para entrega em domicílio",
+    "When a visitor asks about the opening hours on public holidays, explain them and mention the Sunday schedule",
+    "Se alguém perguntar pelo horário de funcionamento da loja",
+    "Explain the opening hours",
+    "Quando o cliente pedir",
+])
+def test_offline_draft_names_and_triggers_never_cut_a_word(description):
+    flow = drafts.draft_flow(description)
+
+    assert whole_word_prefix(flow.name, description) and len(flow.name) <= 60, flow.name
+    assert not flow.name.endswith((" o", " um", " de", " the", " a", ","))
+    phrases = flow.spec["on"][0]["message"]
+    assert phrases and all(whole_words_of(p, description) and len(p.split()) <= 6 for p in phrases), phrases
+    assert description[:28] not in phrases or len(description) <= 28
