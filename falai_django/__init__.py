@@ -24,7 +24,13 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name r
     from falai_django.engine.outcomes import OUTCOME_MESSAGES
     from falai_django.engine.results import OutboundMessage, ScheduleEntry, TurnResult
     from falai_django.engine.session import Run, Session, StepOutcome, assistant_message, user_message
-    from falai_django.engine.spec import flow_spec_schema, from_spec, to_spec, validate_flow
+    from falai_django.engine.spec import (
+        flow_authoring_schema,
+        flow_spec_schema,
+        from_spec,
+        to_spec,
+        validate_flow,
+    )
     from falai_django.engine.toolkit import falai
     from falai_django.providers.anthropic import AnthropicProvider
     from falai_django.providers.fallback import FallbackProvider
@@ -54,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "to_spec": "falai_django.engine.spec",
     "validate_flow": "falai_django.engine.spec",
     "flow_spec_schema": "falai_django.engine.spec",
+    "flow_authoring_schema": "falai_django.engine.spec",
     "parse_duration": "falai_django.engine.durations",
     # sessions
     "Session": "falai_django.engine.session",
@@ -96,8 +103,8 @@ __all__ = [
     "OpenAICompatibleProvider", "OpenAIProvider", "OpenSearchStore", "OpenRouterProvider", "OutboundMessage",
     "PostgresStore", "PrismaStore", "ProviderError", "RedisStore", "Run", "SQLiteStore", "ScheduleEntry", "Session",
     "SessionConflictError", "StepOutcome", "Store", "TurnResult", "assistant_message", "falai",
-    "flow_spec_schema", "from_spec", "migrate_session", "parse_duration", "to_spec", "user_message",
-    "validate_flow",
+    "flow_authoring_schema", "flow_spec_schema", "from_spec", "migrate_session", "parse_duration", "to_spec",
+    "user_message", "validate_flow",
 ]
 
 

@@ -33,7 +33,7 @@ def test_every_public_name_resolves_without_django():
     assert out.returncode == 0, out.stderr
     required = {
         "falai", "Agent", "Session", "user_message", "assistant_message", "migrate_session",
-        "from_spec", "to_spec", "validate_flow", "flow_spec_schema", "parse_duration",
+        "from_spec", "to_spec", "validate_flow", "flow_spec_schema", "flow_authoring_schema", "parse_duration",
         "MemoryStore", "PostgresStore", "SQLiteStore", "RedisStore", "MongoStore", "PrismaStore", "OpenSearchStore",
         "SessionConflictError",
         "InvalidSessionError", "FlowConfigurationError", "ProviderError", "GeminiProvider",

@@ -223,7 +223,8 @@ function mount() {
   host.id = "falai-editor";
   host.className = "falai-editor";
   area.after(host);
-  host.after(box);  // the verdict right under the text it is about
+  // the verdict right under the text it is about (below the field's row, not beside it)
+  (area.closest(".flex-container") || host).after(box);
   const schema = schemaNode ? JSON.parse(schemaNode.textContent) : null;
   const idInput = document.getElementById("id_id");
   const flowId = () => (idInput ? idInput.value.trim() : "");
@@ -329,6 +330,7 @@ function mount() {
         basicSetup,
         keymap.of([indentWithTab]),
         json(),
+        EditorView.lineWrapping,
         lintGutter(),
         linter(lint, {delay: 350}),
         autocompletion({override: schema ? [complete(schema)] : []}),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from readme_screenshots import keep
 
 from falai_django.models import Conversation, HistoryItem
 
@@ -81,6 +82,7 @@ def test_take_over_reply_and_give_back_in_a_browser(live_server, browser_page):
     assert senders.texts()[-1] == "Oi Maria! Aqui é a Alice, vou te ajudar."
     assert HistoryItem.objects.get(kind="human").send_status == "sent"
     page.screenshot(path=str(SCREENSHOT), full_page=True)
+    keep(page, "conversation")
 
     # Give it back.
     page.click("#give-back-form input[type=submit]")

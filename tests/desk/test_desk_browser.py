@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from readme_screenshots import keep
 
 from falai_django.models import Conversation, DeskEntry, History, SavedReply
 
@@ -103,6 +104,7 @@ def test_two_staff_users_on_the_desk(live_server, browser):
     assert "never sent to the customer" in alice.locator(".falai-note").inner_text()
     assert "Quer desconto" not in " ".join(sent_texts(SID))
     alice.screenshot(path=str(ARTIFACTS / "desk-conversation.png"), full_page=True)
+    keep(alice, "desk")
 
     # Vera sees it all, read-only, and live too.
     vera = logged_in(browser, live_server, "vera")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from readme_screenshots import keep
 
 from falai_django.models import Flow
 
@@ -80,6 +81,9 @@ def test_a_readme_style_flow_reads_as_valid_and_a_broken_one_shows_the_servers_m
     assert page.locator(".cm-lintRange-error").count() == 0
     # the picture is redrawn from what was typed
     page.wait_for_selector("#falai-picture svg [data-step='tchau']")
+    page.evaluate("text => window.falaiFlowEditor.setText(text)", json.dumps(README_FLOW, indent=2, ensure_ascii=False))
+    wait_verdict(page, "ok", editor_text(page))
+    keep(page, "flow-editor", top=".field-spec")  # the editor, then the picture
 
     type_spec(page, json.dumps(BROKEN_FLOW))
     live = wait_verdict(page, "bad", editor_text(page))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from demo import support
+from readme_screenshots import keep
 
 from falai_django import handoff
 
@@ -63,3 +64,4 @@ def test_handoff_banner_human_label_and_sandbox_mark(page, live_server, demo_set
     assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", page.inner_text("main"))  # no raw ISO for people
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "playground-handoff.png"), full_page=True)
+    keep(page, "playground")
