@@ -4,6 +4,7 @@ code from elsewhere), and the flow's id is typed once (the field or the spec's "
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -141,3 +142,10 @@ def test_the_labels_are_capitalised_like_the_models_own(client):
     labels = re.findall(r'<label[^>]*for="id_[a-z_]+"[^>]*>([^<:]+):?</label>', page)
     assert {"Spec", "Note", "Id", "Name"} <= set(labels)
     assert not [label for label in labels if label[0].islower()]
+
+
+def test_the_editors_words_are_in_brazilian_portuguese_too(client):
+    page = client.get(ADD, headers={"accept-language": "pt-br"}).content.decode()
+    assert 'for="id_spec">Especificação:' in page and 'for="id_note">Nota:' in page
+    assert 'data-ok="O servidor aceita este fluxo."' in page
+    assert 'Deixe em branco para usar o "id" da especificação' in html.unescape(page)
