@@ -342,6 +342,12 @@ function mount() {
       ],
     }),
   });
+  // A script (or a browser extension) that sets the textarea itself: the editor follows it.
+  area.addEventListener("input", () => {
+    if (area.value !== view.state.doc.toString()) {
+      view.dispatch({changes: {from: 0, to: view.state.doc.length, insert: area.value}});
+    }
+  });
   if (idInput) {
     idInput.addEventListener("input", () => forceLinting(view));  // the id is part of the check
   }
@@ -355,6 +361,8 @@ function mount() {
     completionStatus: () => completionStatus(view.state),
   };
   window.falaiFlowEditor = api;
+  // the earlier page's name for the schema check: the error messages for a value
+  window.falaiCheckSpec = (value) => api.schemaProblems(value).filter((p) => p.severity === "error").map((p) => p.message);
   return api;
 }
 

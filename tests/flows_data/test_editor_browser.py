@@ -188,3 +188,16 @@ def test_the_browsers_schema_check_agrees_with_jsonschema_on_every_variant(page,
     assert sum(1 for said in verdicts if said) > 500  # it does call many of them wrong
     hints = page.evaluate("s => window.falaiFlowEditor.schemaProblems(s)", VALID[-1])
     assert [(h["severity"], h["path"]) for h in hints] == [("info", ["steps", 0, "notes"])]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_script_that_sets_the_textarea_is_followed_by_the_editor(page, live_server):
+    page.goto(live_server.url + ADD)
+    page.wait_for_function("window.falaiFlowEditor !== undefined")
+    text = json.dumps(README_FLOW)
+    page.evaluate("""text => { const area = document.getElementById('id_spec');
+                              area.value = text; area.dispatchEvent(new Event('input')); }""", text)
+    assert editor_text(page) == text
+    wait_verdict(page, "ok", text)
+    assert page.evaluate("v => window.falaiCheckSpec(v)", BROKEN_FLOW) == [
+        'collect[0] is "idade", which is not one of "nome", "empresa", "cidade"']

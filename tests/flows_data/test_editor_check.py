@@ -149,3 +149,12 @@ def test_the_editors_words_are_in_brazilian_portuguese_too(client):
     assert 'for="id_spec">Especificação:' in page and 'for="id_note">Nota:' in page
     assert 'data-ok="O servidor aceita este fluxo."' in page
     assert 'Deixe em branco para usar o "id" da especificação' in html.unescape(page)
+
+
+def test_the_flow_pages_link_the_apps_icon(client):
+    Flow(id="boas_vindas", spec=spec()).save()
+    for url in (ADD, "/admin/falai_django/flow/", "/admin/falai_django/flow/draft/",
+                "/admin/falai_django/flow/boas_vindas/change/", "/admin/falai_django/flow/boas_vindas/versions/1/",
+                "/admin/falai_django/flow/boas_vindas/funnel/"):
+        page = client.get(url).content.decode()
+        assert '<link rel="icon" type="image/svg+xml" href="/static/falai_django/favicon.svg">' in page, url
