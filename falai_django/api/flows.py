@@ -3,7 +3,8 @@
     GET  flows/<id>                 the stored flow (404 when there is none)
     PUT  flows/<id>                 {spec, name?, enabled?, position?}: checked like the admin's
                                     form; a bad spec is a 400 naming the flow and step, nothing saved;
-                                    without `name`, the spec's own name is the flow's
+                                    without `name`, the spec's own name is the flow's; a spec without
+                                    an `id` gets the URL's
     GET  flows/<id>/funnel?since=YYYY-MM-DD&until=YYYY-MM-DD   the funnel (default: the last 30 days)
 
 Reading needs `falai_django.view_flow`, saving `change_flow` (and `add_flow` for a new id); the
@@ -27,6 +28,7 @@ from falai_django import conf
 from falai_django.api.schema import answers
 from falai_django.api.views import FalaiView
 from falai_django.flows import funnel
+from falai_django.flows.saving import one_id
 from falai_django.models import Flow
 
 
@@ -47,7 +49,7 @@ def _flow_json(flow: Flow) -> dict[str, Any]:
 
 
 _FLOW_BODY = inline_serializer("FlowInput", {
-    "spec": serializers.JSONField(help_text="The FlowSpec; its `id` is the flow's id."),
+    "spec": serializers.JSONField(help_text="The FlowSpec; its `id` is the flow's id (left out, the URL's goes in)."),
     "name": serializers.CharField(required=False, help_text="Default: the spec's own `name`."),
     "enabled": serializers.BooleanField(required=False),
     "position": serializers.IntegerField(required=False),
@@ -80,7 +82,7 @@ class FlowView(FalaiView):
         flow = flow or Flow(id=flow_id)
         if "spec" not in body:
             raise ValidationError({"spec": [_("This field is required.")]})
-        flow.spec = body["spec"]
+        flow.spec = one_id(flow_id, body["spec"])[1]  # the URL says the id: the spec may leave it out
         for name, kind in (("name", str), ("enabled", bool), ("position", int)):
             if name in body:
                 value = body[name]

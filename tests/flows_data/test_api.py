@@ -80,3 +80,14 @@ def test_the_funnel_as_json_for_a_stored_and_a_code_flow(api):
     assert api.get("/falai/flows/nope/funnel").status_code == 404
     assert api.get("/falai/flows/triagem/funnel?since=2026-13-01").status_code == 400
     assert api.get("/falai/flows/triagem/funnel?since=2026-05-02&until=2026-05-01").status_code == 400
+
+
+def test_a_spec_without_an_id_takes_the_urls(api):
+    body = {k: v for k, v in spec().items() if k != "id"}
+    response = api.put("/falai/flows/boas_vindas", {"spec": body}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["spec"]["id"] == "boas_vindas"
+    assert Flow.objects.get(pk="boas_vindas").spec == spec()
+    # a different id in the spec is still refused, naming both
+    other = api.put("/falai/flows/outro", {"spec": spec()}, format="json")
+    assert other.status_code == 400 and "not \"outro\"" in other.json()["spec"][0]
