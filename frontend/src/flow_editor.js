@@ -196,7 +196,7 @@ export function complete(schema) {
     for (const form of forms) {
       for (const value of form.enum || []) { add(value, "enum", form.description); }
       const types = [].concat(form.type || []);
-      if (types.includes("boolean")) { add(true, "keyword"); add(false, "keyword"); }
+      if (types.includes("boolean") || form["x-falai-expect"] === "boolean") { add(true, "keyword"); add(false, "keyword"); }
     }
     if (TARGET_KEYS.has(path[path.length - 1]) || (path.includes("then") && typeof path[path.length - 1] !== "number")) {
       for (const id of stepIds(doc)) { add(id, "variable", "a step of this flow"); }

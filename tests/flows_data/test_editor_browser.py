@@ -128,6 +128,10 @@ def test_completion_offers_the_agents_keys_fields_and_step_ids(page, live_server
     page.keyboard.press("Escape")
     type_spec(page, '{"id": "x", "steps": [{"id": "a", "say": "oi", "then": "b"}, {"id": "b", "say": "x", "then": "')
     assert {'"a"', '"b"', '"end"'} <= set(completions(page))
+    page.keyboard.press("Escape")
+    type_spec(page, '{"id": "x", "steps": [{"id": "a", "say": "oi", "once": ')
+    assert completions(page) == ["true", "false"]
+    page.keyboard.press("Escape")
     # a completion is inserted as typed JSON
     type_spec(page, '{"id": "x", "steps": [{"id": "a", "sa')
     page.keyboard.press("Control+Space")
