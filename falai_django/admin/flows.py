@@ -322,10 +322,8 @@ class FlowAdmin(admin.ModelAdmin):
             raise PermissionDenied
         pk = request.GET.get("object") or None
         if pk is not None and not Flow.objects.filter(pk=unquote(pk)).exists():
-            return JsonResponse({"ok": False, "error": gettext("No flow %(id)s.") % {"id": pk}, "warnings": [],
-                                 "picture": None}, status=404)
-        verdict = saving.check_text(request.GET.get("id"), request.body, pk=unquote(pk) if pk else None)
-        return JsonResponse(verdict)
+            return JsonResponse(saving.verdict(gettext("No flow %(id)s.") % {"id": pk}), status=404)
+        return JsonResponse(saving.check_text(request.GET.get("id"), request.body, pk=unquote(pk) if pk else None))
 
     def funnel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         flow = self._flow(request, object_id)

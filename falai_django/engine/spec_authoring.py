@@ -22,17 +22,15 @@ camelCase key (editors complete the camelCase one).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 from .flows import KEY_ALIASES
 from .spec_common import registries_of
-from .spec_schema import flow_spec_schema
+from .spec_schema import _or_null, flow_spec_schema
 
 __all__ = ["flow_authoring_schema"]
 
-_NULL: dict[str, Any] = {"type": "null"}
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 _BODY_KEY = {"prompt": "prompt", "collect": "collect", "say": "say", "do": "do", "wait": "wait",
              "waitEvent": "wait", "if": "if"}
@@ -43,13 +41,7 @@ for _alias, _key in KEY_ALIASES.items():
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    if _admits_null(schema):
-        return schema
-    if isinstance(schema.get("type"), str) and "enum" not in schema:
-        return {**schema, "type": [schema["type"], "null"]}
-    described = {"description": schema["description"]} if "description" in schema else {}
-    inner = {k: v for k, v in schema.items() if k != "description"}
-    return {"anyOf": [inner, _NULL], **described}
+    return schema if _admits_null(schema) else _or_null(schema)
 
 
 def _admits_null(schema: Mapping[str, Any]) -> bool:
@@ -170,6 +162,6 @@ def flow_authoring_schema(registries: Any) -> dict[str, Any]:
     server refuses too (with its own message, which an editor should show)."""
     reg = registries_of(registries)
     strict = flow_spec_schema(reg)
-    loose = _loosen(copy.deepcopy(strict), sorted(reg.tool_ids))
+    loose = _loosen(strict, sorted(reg.tool_ids))  # builds new objects: `strict` is left as it is
     loose["description"] = "A flow as JSON: keys may be left out, kind is read from the step's body"
     return loose

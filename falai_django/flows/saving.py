@@ -30,7 +30,7 @@ from falai_django.flows import running
 from falai_django.models import Flow
 from falai_django.models.flows import checking_spec
 
-__all__ = ["check", "connect", "one_id"]
+__all__ = ["check", "check_text", "connect", "one_id", "verdict"]
 
 
 def one_id(flow_id: str | None, spec: Any) -> tuple[str, Any]:
@@ -48,51 +48,52 @@ def one_id(flow_id: str | None, spec: Any) -> tuple[str, Any]:
     return flow_id, spec
 
 
+def verdict(error: str | None = None, warnings: list[str] | None = None, picture: str | None = None) -> dict[str, Any]:
+    """The flow editor's answer: `{"ok", "error", "warnings", "picture"}` (ok when no error)."""
+    return {"ok": error is None, "error": error, "warnings": warnings or [], "picture": picture}
+
+
 def check_text(flow_id: str | None, text: str | bytes, pk: str | None = None) -> dict[str, Any]:
-    """What saving `text` as the spec of flow `flow_id` would say, without saving: `{"ok",
-    "error", "warnings", "picture"}`. The flow editor posts every pause in typing here, so the
-    page shows the server's own verdict (the same `check` a save runs). `pk` is the stored row
-    being edited (excluded from the other flows, as its own save would)."""
+    """What saving `text` as the spec of flow `flow_id` would say, without saving (a `verdict`).
+    The flow editor posts every pause in typing here, so the page shows the server's own verdict
+    (the same `check` a save runs). `pk` is the stored row being edited: it is the flow's id then,
+    so the check leaves that row out of the other flows, as its own save would."""
     from falai_django.flows import chart
 
     try:
         spec = jsondepth.loads(text or b"null", "the spec")
     except jsondepth.JSONDepthError as exc:
-        return {"ok": False, "error": str(exc), "warnings": [], "picture": None}
+        return verdict(str(exc))
     except (ValueError, RecursionError) as exc:
-        return {"ok": False, "error": f"The spec is not valid JSON: {exc}.", "warnings": [], "picture": None}
+        return verdict(f"The spec is not valid JSON: {exc}.")
     flow_id, spec = one_id(pk or flow_id, spec)
     picture = chart.flow_svg(spec)
     if not flow_id:
-        return {"ok": False, "warnings": [], "picture": picture,
-                "error": 'The flow has no id: write it in the id field or as the spec\'s "id".'}
+        return verdict('The flow has no id: write it in the id field or as the spec\'s "id".', picture=picture)
     flow = Flow(id=flow_id, spec=spec)
     try:
         if not pk:  # a new flow's id is a form field too: the same validators a save runs
             Flow._meta.get_field("id").clean(flow_id, flow)
     except ValidationError as exc:
-        return {"ok": False, "error": " ".join(exc.messages), "warnings": [], "picture": picture}
+        return verdict(" ".join(exc.messages), picture=picture)
     try:
-        warnings = check(flow, exclude=pk)
+        warnings = check(flow)
     except ValidationError as exc:
-        return {"ok": False, "error": " ".join(exc.message_dict.get("spec", exc.messages)), "warnings": [],
-                "picture": picture}
-    return {"ok": True, "error": None, "warnings": warnings, "picture": picture}
+        return verdict(" ".join(exc.message_dict.get("spec", exc.messages)), picture=picture)
+    return verdict(warnings=warnings, picture=picture)
 
 
-def check(flow: Flow, exclude: str | None = None) -> list[str]:
+def check(flow: Flow) -> list[str]:
     """Check `flow.spec` against the code agent's registries and the other enabled flows; return
     the warnings (also kept on `flow.spec_warnings`). Raises `ValidationError` on the spec field.
-    A flow without an id is left to the id field's own error. `exclude` is the stored row being
-    edited, when it is not `flow.pk` (a check before a save)."""
+    A flow without an id is left to the id field's own error."""
     try:  # before anything walks the spec (the check and the picture recurse into it)
         jsondepth.check(flow.spec, "the spec")
     except ValueError as exc:
         raise ValidationError({"spec": str(exc)}) from None
     if not flow.id:
         return []
-    others = Flow.objects.filter(enabled=True).exclude(pk__in={flow.pk, exclude or flow.pk}).values_list(
-        "id", flat=True)
+    others = Flow.objects.filter(enabled=True).exclude(pk=flow.pk).values_list("id", flat=True)
     try:
         warnings = running.check_spec(flow.id, flow.spec, conf.get_code_agent(), list(others))
     except FlowConfigurationError as exc:

@@ -12,7 +12,7 @@ import {indentWithTab} from "@codemirror/commands";
 import {json} from "@codemirror/lang-json";
 import {syntaxTree} from "@codemirror/language";
 import {forceLinting, linter, lintGutter} from "@codemirror/lint";
-import {autocompletion, completionStatus, startCompletion} from "@codemirror/autocomplete";
+import {autocompletion} from "@codemirror/autocomplete";
 import {branches, check, pickForms, schemasAt} from "./schema.js";
 
 const VALUE_NODES = new Set(["Object", "Array", "String", "Number", "True", "False", "Null"]);
@@ -112,10 +112,11 @@ function pathTo(state, node) {
   return path;
 }
 
-// Where the text stops being JSON: the parser's own position, or the end for text that stops short.
-function syntaxProblem(state) {
+// The text as JSON ({value}), or where it stops being JSON ({problem}): the parser's own position,
+// or the end for text that stops short.
+function parse(state) {
   const text = state.doc.toString();
-  try { JSON.parse(text); return null; } catch (error) {
+  try { return {value: JSON.parse(text)}; } catch (error) {
     const at = /at position (\d+)/.exec(error.message);
     const lineCol = /line (\d+) column (\d+)/.exec(error.message);
     let pos = text.trimEnd().length;
@@ -123,7 +124,7 @@ function syntaxProblem(state) {
     else if (lineCol) { pos = state.doc.line(Number(lineCol[1])).from + Number(lineCol[2]) - 1; }
     pos = Math.max(0, Math.min(pos, text.length));
     const message = error.message.replace(/ in JSON at position \d+.*$/, "").replace(/^JSON\.parse: /, "");
-    return {from: pos, to: pos, severity: "error", message, source: "json"};
+    return {problem: {from: pos, to: pos, severity: "error", message, source: "json"}};
   }
 }
 
@@ -136,10 +137,10 @@ function stepIds(doc) {
   return steps.map((s) => (s && typeof s.id === "string" ? s.id : null)).filter(Boolean);
 }
 
-export function complete(schema) {
+function complete(schema) {
   return (context) => {
     const {state, pos} = context;
-    let node = syntaxTree(state).resolveInner(pos, -1);
+    const node = syntaxTree(state).resolveInner(pos, -1);
     const doc = treeValue(state, topValue(state));
     const inString = node.name === "String" || node.name === "PropertyName";
     // A string being typed is replaced whole (its closing quote included, when the editor added
@@ -198,7 +199,7 @@ export function complete(schema) {
       const types = [].concat(form.type || []);
       if (types.includes("boolean") || form["x-falai-expect"] === "boolean") { add(true, "keyword"); add(false, "keyword"); }
     }
-    if (TARGET_KEYS.has(path[path.length - 1]) || (path.includes("then") && typeof path[path.length - 1] !== "number")) {
+    if (TARGET_KEYS.has(path[path.length - 1])) {
       for (const id of stepIds(doc)) { add(id, "variable", "a step of this flow"); }
       add("end", "keyword", "finish the run");
     }
@@ -302,7 +303,7 @@ function mount() {
   }
 
   async function lint(view) {
-    const broken = syntaxProblem(view.state);
+    const {value, problem: broken} = parse(view.state);
     if (broken) {
       const line = view.state.doc.lineAt(broken.from).number;
       show("bad", (box.dataset.invalid || "Not valid JSON yet:") + ` ${broken.message} (line ${line})`);
@@ -310,7 +311,6 @@ function mount() {
     }
     const found = [];
     if (schema) {
-      const value = JSON.parse(view.state.doc.toString());
       for (const problem of check(schema, value)) {
         const {node, keyNode} = nodeAt(view.state, problem.path);
         const mark = (problem.key && keyNode) || node || topValue(view.state);
@@ -357,8 +357,6 @@ function mount() {
     setText: (text) => view.dispatch({changes: {from: 0, to: view.state.doc.length, insert: text}}),
     schemaProblems: (value) => (schema ? check(schema, value) : []),
     verdict: () => lastVerdict,
-    complete: () => startCompletion(view),
-    completionStatus: () => completionStatus(view.state),
   };
   window.falaiFlowEditor = api;
   // the earlier page's name for the schema check: the error messages for a value
@@ -366,6 +364,5 @@ function mount() {
   return api;
 }
 
-if (typeof document === "undefined") { /* imported by a script, not a page */ }
-else if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", mount); }
+if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", mount); }
 else { mount(); }
