@@ -9,8 +9,10 @@ pair (`WebhookSignatureScheme` below).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from django.urls import get_script_prefix, reverse
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
@@ -49,13 +51,32 @@ def answers(ok: dict[int, tuple[Any, str]], *, errors: dict[int, str] | None = N
     return responses
 
 
+def mount_path() -> str:
+    """Where the project mounted the app, as the schema generator writes paths: `/falai/` for
+    `path("falai/", include("falai_django.urls"))` (no script prefix: the generator has none)."""
+    full = reverse("falai:sessions")
+    return "/" + full[len(get_script_prefix()):].removesuffix("sessions")
+
+
+class FalaiAutoSchema(AutoSchema):
+    """drf-spectacular's `AutoSchema`, with operation ids (and default tags) read from the path
+    under the app's mount point: `sessions_messages_create` in the app's own schema and in a
+    project's export alike, wherever the app is mounted and whatever else the project's schema
+    holds (drf-spectacular strips only the prefix common to every path it sees)."""
+
+    def _tokenize_path(self) -> list[str]:
+        path = self.path.removeprefix(mount_path())
+        path = re.sub(r"\{[\w\-]+\}", "", path)
+        return [token for token in path.strip("/").split("/") if token]
+
+
 def extend_method_schema(**kwargs: Any) -> Any:
     """`extend_schema` for one method of a view with several: drf-spectacular builds a method's
     schema on the project's `DEFAULT_SCHEMA_CLASS` (DRF's own, in many projects), not on the
-    view's `schema`, so the method is given drf-spectacular's `AutoSchema` first."""
+    view's `schema`, so the method is given the app's `FalaiAutoSchema` first."""
 
     def decorate(method: Any) -> Any:
-        method.kwargs = {"schema": AutoSchema, **getattr(method, "kwargs", {})}
+        method.kwargs = {"schema": FalaiAutoSchema, **getattr(method, "kwargs", {})}
         return extend_schema(**kwargs)(method)
 
     return decorate
@@ -86,8 +107,7 @@ SETTINGS = {
     "DESCRIPTION": "Drive conversations: inputs, state, handoff.",
     "VERSION": "1",
     "PREPROCESSING_HOOKS": ["falai_django.api.schema._only_falai"],
-    "SCHEMA_PATH_PREFIX": r"/falai/",
-    "SCHEMA_PATH_PREFIX_TRIM": False,
+    "SCHEMA_PATH_PREFIX_TRIM": False,  # full paths, whatever the project's SPECTACULAR_SETTINGS say
 }
 
 
@@ -103,6 +123,7 @@ class SchemaView(_Answer503, SpectacularAPIView):
     """OpenAPI 3: JSON unless the client asks for YAML (`Accept: application/vnd.oai.openapi`)."""
 
     custom_settings = SETTINGS
+    schema = None  # not an operation of the API it describes: left out of every schema, the project's too
     renderer_classes = [OpenApiJsonRenderer, OpenApiJsonRenderer2, OpenApiYamlRenderer, OpenApiYamlRenderer2]
 
 
@@ -110,6 +131,7 @@ class DocsView(_Answer503, SpectacularSwaggerView):
     """Swagger UI over `falai:schema`, its assets from drf-spectacular-sidecar (no CDN)."""
 
     url_name = "falai:schema"
+    schema = None  # a page, not an operation
     title = str(_("falai_django API"))
 
     @staticmethod

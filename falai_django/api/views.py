@@ -12,7 +12,6 @@ from django.conf import settings as django_settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, StreamingHttpResponse
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import parsers, status
 from rest_framework.exceptions import APIException, NotFound, ParseError, PermissionDenied, ValidationError
@@ -23,7 +22,7 @@ from rest_framework.views import APIView
 from falai_django import host, jsondepth
 from falai_django.api import failures, serializers
 from falai_django.api.auth import CanDriveConversations, CanEraseConversations, WebhookSignatureAuthentication
-from falai_django.api.schema import answers, extend_method_schema
+from falai_django.api.schema import FalaiAutoSchema, answers, extend_method_schema
 from falai_django.engine.errors import FlowConfigurationError, InvalidSessionError, SessionConflictError
 from falai_django.host import outages
 from falai_django.host.counting import EstimatingPaginator
@@ -60,7 +59,7 @@ class JSONParser(parsers.JSONParser):
 class FalaiView(APIView):
     permission_classes = [CanDriveConversations]
     parser_classes = [JSONParser]
-    schema = AutoSchema()  # drf-spectacular's, whatever the project's DEFAULT_SCHEMA_CLASS
+    schema = FalaiAutoSchema()  # drf-spectacular's, whatever the project's DEFAULT_SCHEMA_CLASS
     falai_api = True  # what the schema describes (schema._only_falai)
 
     def get_authenticators(self):
@@ -274,7 +273,7 @@ class UnsilenceView(FalaiView):
         return Response({"handoff": None, "version": saved.version})
 
 
-class _ListSchema(AutoSchema):
+class _ListSchema(FalaiAutoSchema):
     def get_operation_id(self) -> str:
         return "sessions_list"  # the generated name would collide with GET sessions/<id>
 

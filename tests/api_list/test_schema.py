@@ -111,3 +111,18 @@ def test_the_docs_page_renders_offline_in_a_browser(live_server, demo_settings, 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "api-docs.png"))
     assert outside == []  # no CDN, nothing outside the server
+
+
+
+def test_operation_ids_do_not_depend_on_where_the_app_is_mounted(api, settings):
+    """A client generated from the schema keeps its method names when a project mounts the app
+    elsewhere: ids come from the path under the app's mount point."""
+    at_falai = _schema(api)["paths"]
+    ids = {path: {method: op["operationId"] for method, op in ops.items()} for path, ops in at_falai.items()}
+    settings.ROOT_URLCONF = "api_list.mounted_urls"  # Django's test signal clears the URL caches
+    response = api.get("/api/v2/chat/schema")
+    assert response.status_code == 200, response.content[:300]
+    deeper = json.loads(response.content)["paths"]
+    assert {path: {method: op["operationId"] for method, op in ops.items()} for path, ops in deeper.items()} == {
+        path.replace("/falai/", "/api/v2/chat/", 1): by_method for path, by_method in ids.items()}
+    assert ids["/falai/sessions/{session_id}/messages"] == {"post": "sessions_messages_create"}

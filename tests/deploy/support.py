@@ -1,0 +1,56 @@
+"""Running `manage.py` as a deploy pipeline does: in a subprocess, with only the environment it is
+given (nothing of the test run's DJANGO_/FALAI_/model settings leaks in)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+_DROP = ("DJANGO_", "FALAI_", "GEMINI_", "OPENAI_", "ANTHROPIC_", "WHATSAPP_", "DATABASE_URL")
+
+# What `GET <app>/schema` answers, read in the project's own process: the URL's view, called as a
+# request would call it, by a superuser (no database needed: the user is never saved).
+SERVED_SCHEMA = """
+import json
+from django.contrib.auth import get_user_model
+from django.urls import resolve, reverse
+from rest_framework.test import APIRequestFactory, force_authenticate
+
+url = reverse("falai:schema")
+request = APIRequestFactory().get(url, HTTP_ACCEPT="application/json")
+force_authenticate(request, user=get_user_model()(username="ops", is_superuser=True, is_active=True))
+response = resolve(url).func(request)
+response.render()
+assert response.status_code == 200, response.content[:500]
+print(response.content.decode())
+"""
+
+
+def environment(pythonpath: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP)}
+    env.update(PYTHONPATH=str(pythonpath), PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+def manage(project: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=project, env=environment(project, **extra),
+                          capture_output=True, text=True, timeout=180)
+
+
+def exported_schema(project: Path, out: Path, **extra: str) -> dict:
+    """`manage.py spectacular --validate --fail-on-warn --file …`, the way a pipeline exports the
+    project's OpenAPI file: it must run, validate and warn of nothing."""
+    done = manage(project, "spectacular", "--validate", "--fail-on-warn", "--format", "openapi-json",
+                  "--file", str(out), **extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def served_schema(project: Path, **extra: str) -> dict:
+    done = manage(project, "shell", "--no-imports", "-c", SERVED_SCHEMA, **extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
