@@ -7,11 +7,12 @@ DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: run test install install-dev services lint bench clean screenshots editor
 
-# `make run` needs only the runtime dependencies; the test tools come with `make test`.
+# `make run` needs only the runtime dependencies (and the production server, for the demo's
+# production mode: README "Production"); the test tools come with `make test`.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[serve]'
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)

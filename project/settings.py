@@ -6,11 +6,38 @@ import os
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from django.core.exceptions import ImproperlyConfigured
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "demo-only-not-secret-change-me")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-ALLOWED_HOSTS = ["*"] if DEBUG else os.environ.get("DJANGO_ALLOWED_HOSTS", "").split(",")
+
+
+def _flag(name: str, default: str) -> bool:
+    value = os.environ.get(name, default).strip().lower()
+    if value not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise ImproperlyConfigured(f"{name}={value!r}: use 1 or 0.")
+    return value in ("1", "true", "yes", "on")
+
+
+def _required(name: str, how: str) -> str:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        raise ImproperlyConfigured(f"{name} must be set when DJANGO_DEBUG=0: {how}.")
+    return value
+
+
+# Development by default (`make run`). DJANGO_DEBUG=0 is production mode (README "Production"):
+# it will not start without a secret key and the site's host names, and it turns on what
+# `manage.py check --deploy` asks for (further down).
+DEBUG = _flag("DJANGO_DEBUG", "1")
+if DEBUG:
+    SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "demo-only-not-secret-change-me")
+    ALLOWED_HOSTS = ["*"]
+else:
+    SECRET_KEY = _required("DJANGO_SECRET_KEY", "a long random value, e.g. from python -c \"from "
+                           "django.core.management.utils import get_random_secret_key; print(get_random_secret_key())\"")
+    ALLOWED_HOSTS = _required("DJANGO_ALLOWED_HOSTS", "the site's host names, comma-separated "
+                              "(chat.example.com,10.0.0.5)").replace(" ", "").split(",")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -113,6 +140,10 @@ USE_TZ = True
 # One time format for people (the admin's lists included): project/formats/<lang>/formats.py.
 FORMAT_MODULE_PATH = ["project.formats"]
 STATIC_URL = "static/"
+# `manage.py collectstatic` copies the admin's, the desk's, the flow editor's and the API docs
+# page's files here; in production mode WhiteNoise serves them from here (in development
+# `runserver` serves them from the apps).
+STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT", str(BASE_DIR / "staticfiles"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REST_FRAMEWORK = {
@@ -170,3 +201,25 @@ LOGGING = {
     "loggers": {"falai_django": {"handlers": ["console"], "level": os.environ.get("FALAI_LOG_LEVEL", "INFO"),
                                  "propagate": True}},  # pytest's caplog listens on the root
 }
+
+# Production mode (DJANGO_DEBUG=0): HTTPS only, behind a proxy that terminates TLS and sets
+# X-Forwarded-Proto (it must overwrite a client's own); static files from STATIC_ROOT by WhiteNoise,
+# with hashed names cached for a year. `manage.py check --deploy --fail-level WARNING` passes
+# (tests/deploy/test_production.py); the README's "Production" block is the same for your project.
+if not DEBUG:
+    MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+                      "whitenoise.middleware.WhiteNoiseMiddleware")
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    # The probes come over plain HTTP from inside (kubelet, Compose): not redirected to HTTPS.
+    SECURE_REDIRECT_EXEMPT = [r"^falai/health/"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    # Start small; raise to a year (31536000) once every subdomain is served over HTTPS.
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "3600"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True

@@ -152,26 +152,26 @@ def dry(cwd: Path, target: str) -> str:
                           text=True, check=True).stdout
 
 
-def test_make_run_installs_only_the_runtime_and_make_test_adds_the_dev_extras(make_dir):
+def test_make_run_installs_the_runtime_and_its_server_and_make_test_adds_the_dev_extras(make_dir):
     run = dry(make_dir, "run")
-    assert "-m venv .venv" in run and "pip install -q -e .\n" in run
+    assert "-m venv .venv" in run and "pip install -q -e '.[serve]'\n" in run
     assert "[dev]" not in run and "pytest" not in run
     test = dry(make_dir, "test")
-    assert "pip install -q -e .\n" in test and "pip install -q -e '.[dev]'" in test and "pytest" in test
+    assert "pip install -q -e '.[serve]'\n" in test and "pip install -q -e '.[dev]'" in test and "pytest" in test
 
     venv = make_dir / ".venv"
     venv.mkdir()
     (venv / ".installed").touch()  # a machine where `make run` already installed the runtime
     assert "pip install" not in dry(make_dir, "run")
     test = dry(make_dir, "test")
-    assert "pip install -q -e '.[dev]'" in test and "pip install -q -e .\n" not in test
+    assert "pip install -q -e '.[dev]'" in test and "pip install -q -e '.[serve]'\n" not in test
     (venv / ".installed-dev").touch()
     assert "pip install" not in dry(make_dir, "test") and "pip install" not in dry(make_dir, "run")
     old = time.time() - 100  # then the dependency list changes: both are installed again
     os.utime(venv / ".installed", (old, old))
     os.utime(venv / ".installed-dev", (old, old))
     test = dry(make_dir, "test")
-    assert "pip install -q -e .\n" in test and "pip install -q -e '.[dev]'" in test
+    assert "pip install -q -e '.[serve]'\n" in test and "pip install -q -e '.[dev]'" in test
 
 
 def test_make_run_stops_with_a_sentence_when_the_checks_fail(monkeypatch, capsys, keep_signal_handlers):
