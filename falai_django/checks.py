@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -366,3 +367,28 @@ def check_search_indexes(app_configs=None, databases=None, **kwargs) -> list:
                      "`manage.py migrate falai_django 0015` and `migrate` again to build them.",
                 id="falai_django.W190"))
     return problems
+
+
+@register(Tags.security, deploy=True)
+def check_probes_not_redirected(app_configs=None, **kwargs) -> list:
+    """`SECURE_SSL_REDIRECT` answers plain HTTP with a 301 to HTTPS; the health probes come over
+    plain HTTP from inside (kubelet, a Compose healthcheck) and would never see the app's answer."""
+    if not getattr(settings, "SECURE_SSL_REDIRECT", False):
+        return []
+    from django.urls import NoReverseMatch, reverse
+
+    try:
+        probes = [reverse("falai:health-live"), reverse("falai:health-ready")]
+    except NoReverseMatch:  # the app's URLs are not routed: no probe to redirect
+        return []
+    exempt = [re.compile(pattern) for pattern in getattr(settings, "SECURE_REDIRECT_EXEMPT", [])]
+    redirected = [path for path in probes if not any(p.search(path.lstrip("/")) for p in exempt)]
+    if not redirected:
+        return []
+    prefix = re.escape(probes[0].lstrip("/").removesuffix("live"))
+    return [Warning(
+        f"SECURE_SSL_REDIRECT redirects the health probes ({', '.join(redirected)}) to HTTPS: a probe "
+        "over plain HTTP gets a 301, not the app's answer.",
+        hint=f'Add r"^{prefix}" to SECURE_REDIRECT_EXEMPT (README "Production").',
+        id="falai_django.W011",
+    )]
