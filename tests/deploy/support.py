@@ -1,16 +1,16 @@
 """Running `manage.py` as a deploy pipeline does: in a subprocess, with only the environment it is
-given (nothing of the test run's DJANGO_/FALAI_/model settings leaks in)."""
+given (`environment` and `manage` are the newcomer tests': nothing of the test run's DJANGO_/FALAI_/
+model settings leaks in)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from newcomer.test_readme_adding_the_app import environment, manage
+
 ROOT = Path(__file__).resolve().parents[2]
-_DROP = ("DJANGO_", "FALAI_", "GEMINI_", "OPENAI_", "ANTHROPIC_", "WHATSAPP_", "DATABASE_URL")
+__all__ = ["ROOT", "environment", "exported_schema", "manage", "served_schema"]
 
 # What `GET <app>/schema` answers, read in the project's own process: the URL's view, called as a
 # request would call it, by a superuser (no database needed: the user is never saved).
@@ -28,17 +28,6 @@ response.render()
 assert response.status_code == 200, response.content[:500]
 print(response.content.decode())
 """
-
-
-def environment(pythonpath: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP)}
-    env.update(PYTHONPATH=str(pythonpath), PYTHONUNBUFFERED="1", **extra)
-    return env
-
-
-def manage(project: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=project, env=environment(project, **extra),
-                          capture_output=True, text=True, timeout=180)
 
 
 def exported_schema(project: Path, out: Path, **extra: str) -> dict:
