@@ -37,7 +37,7 @@ else:
     SECRET_KEY = _required("DJANGO_SECRET_KEY", "a long random value, e.g. from python -c \"from "
                            "django.core.management.utils import get_random_secret_key; print(get_random_secret_key())\"")
     ALLOWED_HOSTS = _required("DJANGO_ALLOWED_HOSTS", "the site's host names, comma-separated "
-                              "(chat.example.com,10.0.0.5)").replace(" ", "").split(",")
+                              "(chat.example.com,10.0.0.5)").replace(" ", "").strip(",").split(",")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.urls import get_script_prefix, reverse
+from django.urls import NoReverseMatch, get_script_prefix, reverse
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
@@ -53,8 +53,12 @@ def answers(ok: dict[int, tuple[Any, str]], *, errors: dict[int, str] | None = N
 
 def mount_path() -> str:
     """Where the project mounted the app, as the schema generator writes paths: `/falai/` for
-    `path("falai/", include("falai_django.urls"))` (no script prefix: the generator has none)."""
-    full = reverse("falai:sessions")
+    `path("falai/", include("falai_django.urls"))` (no script prefix: the generator has none);
+    `/` when the app's URLs are routed some other way (no `falai` namespace)."""
+    try:
+        full = reverse("falai:sessions")
+    except NoReverseMatch:
+        return "/"
     return "/" + full[len(get_script_prefix()):].removesuffix("sessions")
 
 
@@ -64,7 +68,7 @@ class FalaiAutoSchema(AutoSchema):
     project's export alike, wherever the app is mounted and whatever else the project's schema
     holds (drf-spectacular strips only the prefix common to every path it sees)."""
 
-    def _tokenize_path(self) -> list[str]:
+    def _tokenize_path(self) -> list[str]:  # what get_operation_id and get_tags split
         path = self.path.removeprefix(mount_path())
         path = re.sub(r"\{[\w\-]+\}", "", path)
         return [token for token in path.strip("/").split("/") if token]

@@ -126,3 +126,12 @@ def test_operation_ids_do_not_depend_on_where_the_app_is_mounted(api, settings):
     assert {path: {method: op["operationId"] for method, op in ops.items()} for path, ops in deeper.items()} == {
         path.replace("/falai/", "/api/v2/chat/", 1): by_method for path, by_method in ids.items()}
     assert ids["/falai/sessions/{session_id}/messages"] == {"post": "sessions_messages_create"}
+
+
+def test_a_view_routed_without_the_apps_namespace_still_gets_a_schema(settings):
+    from drf_spectacular.generators import SchemaGenerator
+
+    settings.ROOT_URLCONF = "api_list.unnamespaced_urls"
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    assert schema["paths"]["/chat/sessions/{session_id}/messages"]["post"]["operationId"] == (
+        "chat_sessions_messages_create")  # the whole path: there is no mount point to strip
