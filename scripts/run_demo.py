@@ -228,6 +228,11 @@ def main() -> int:
     # A shell that starts us in the background may have us ignore SIGINT; the children would
     # inherit that and ignore Ctrl-C. Take the default back (exec then gives them SIG_DFL).
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    if os.environ.get("DJANGO_DEBUG", "1").strip().lower() in ("0", "false", "no", "off"):
+        # runserver in production mode would redirect every page to HTTPS it cannot serve
+        print("run_demo: DJANGO_DEBUG=0 is production mode, which `make run` (runserver) is not: unset it, or "
+              "serve production as the README's \"Production\" says (collectstatic, gunicorn).", file=sys.stderr)
+        return 1
     # System checks run once, here (a warning such as W001 is printed once, not by every child).
     try:
         manage("check", "--fail-level", "ERROR", stdout=subprocess.DEVNULL)

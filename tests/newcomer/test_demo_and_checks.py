@@ -192,3 +192,18 @@ def test_make_run_stops_with_a_sentence_when_the_checks_fail(monkeypatch, capsys
     assert run_demo.main() == 1
     assert [c[0] for c in ran] == ["check"]  # nothing migrated, nothing started
     assert "`manage.py check` found errors (above)" in capsys.readouterr().err
+
+
+def test_make_run_refuses_production_mode_with_a_sentence(monkeypatch, capsys, keep_signal_handlers):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_demo_production", ROOT / "scripts" / "run_demo.py")
+    run_demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_demo)
+    ran: list[list[str]] = []
+    monkeypatch.setattr(run_demo, "manage", lambda *args, **kw: ran.append(list(args)))
+    monkeypatch.setenv("DJANGO_DEBUG", "0")
+    monkeypatch.chdir(ROOT)
+    assert run_demo.main() == 1
+    assert ran == []  # nothing checked, migrated or started
+    assert "DJANGO_DEBUG=0 is production mode, which `make run` (runserver) is not" in capsys.readouterr().err
