@@ -11,7 +11,6 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
-
 def _flag(name: str, default: str) -> bool:
     value = os.environ.get(name, default).strip().lower()
     if value not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
