@@ -5,22 +5,16 @@ only, with secure cookies and HSTS, and the probes still answer over plain HTTP.
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from deploy.support import ROOT, environment, manage
+from deploy.support import HOST, ROOT, SECRET, environment, get, manage, wait_listening
 from falai_django.testing.postgres import free_port
-
-HOST = "chat.example.com"
-SECRET = "k3v$9-" + "q8Zr!x2Lw@5mNp^7Tb&4Yc*6Hd(1Jf)0Gs+3Va=8Ue_2Ki" * 2
 
 # Log a staff user in as the browser would end up (a session row and its cookie), and name the
 # pages a team uses: the admin, the conversation list, the flow editor, the desk, the playground
@@ -79,30 +73,6 @@ def test_a_debug_flag_it_cannot_read_is_refused(tmp_path):
     assert done.returncode != 0 and "DJANGO_DEBUG='maybe': use 1 or 0." in done.stderr, done.stderr[-2000:]
 
 
-def _get(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes, list[str]]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        connection.request("GET", path, headers={"Host": HOST, **headers})
-        response = connection.getresponse()
-        body = response.read()
-        cookies = response.msg.get_all("Set-Cookie") or []
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, body, cookies
-    finally:
-        connection.close()
-
-
-def _wait_listening(port: int, server: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            assert server.poll() is None, log.read_text(errors="replace")
-            assert time.monotonic() < deadline, "gunicorn never listened:\n" + log.read_text(errors="replace")
-            time.sleep(0.2)
-
-
 def test_gunicorn_serves_every_page_with_its_static_files_over_https_only(tmp_path):
     env = production(tmp_path)
     for step in (["migrate", "--noinput"], ["collectstatic", "--noinput"]):
@@ -121,16 +91,16 @@ def test_gunicorn_serves_every_page_with_its_static_files_over_https_only(tmp_pa
              "--access-logfile", "-"],
             cwd=ROOT, env=environment(ROOT, **env), stdout=output, stderr=subprocess.STDOUT)
     try:
-        _wait_listening(port, server, log)
+        wait_listening(port, server, log)
         https = {"X-Forwarded-Proto": "https"}  # what the proxy in front says
         signed_in = {**https, "Cookie": f"sessionid={prepared['session']}"}
 
-        status, headers, _, _ = _get(port, "/admin/", {})
+        status, headers, _, _ = get(port, "/admin/", {})
         assert status == 301 and headers["location"] == f"https://{HOST}/admin/"  # plain HTTP goes to HTTPS
-        status, _, body, _ = _get(port, "/falai/health/live", {})  # a probe, from inside, over HTTP
+        status, _, body, _ = get(port, "/falai/health/live", {})  # a probe, from inside, over HTTP
         assert status == 200 and json.loads(body) == {"status": "ok"}
 
-        status, headers, _, cookies = _get(port, "/admin/login/", https)
+        status, headers, _, cookies = get(port, "/admin/login/", https)
         assert status == 200
         assert headers["strict-transport-security"] == "max-age=3600; includeSubDomains; preload"
         csrf = [cookie for cookie in cookies if cookie.startswith("csrftoken=")]
@@ -138,12 +108,12 @@ def test_gunicorn_serves_every_page_with_its_static_files_over_https_only(tmp_pa
 
         served: set[str] = set()
         for page in prepared["pages"]:
-            status, _, body, _ = _get(port, page, signed_in)
+            status, _, body, _ = get(port, page, signed_in)
             assert status == 200, (page, status, body[:500])
             statics = set(re.findall(r'(?:src|href)="(/static/[^"]+)"', body.decode()))
             assert statics, f"{page} links no static file"
             for url in statics - served:
-                status, headers, content, _ = _get(port, url, https)
+                status, headers, content, _ = get(port, url, https)
                 assert status == 200 and content, (page, url, status)
                 # a hashed name (collectstatic's manifest) is cached for good by the browser
                 assert re.search(r"\.[0-9a-f]{12}\.\w+$", url), url

@@ -14,13 +14,11 @@ import sys
 import yaml
 from newcomer.test_readme_adding_the_app import FENCE, ROOT, apply, startproject
 
-from deploy.support import environment, manage, served_schema
-from deploy.test_production import SECRET, _get, _wait_listening
+from deploy.support import HOST, SECRET, environment, get, manage, served_schema, wait_listening
 from falai_django.testing.postgres import free_port
 
 SECTION = re.compile(r"^## Production\n(.*?)(?=^## )", re.S | re.M)
 SETTINGS = "# myproject/settings.py — append, for production"
-HOST = "chat.example.com"
 
 
 def section() -> str:
@@ -78,18 +76,18 @@ def test_a_project_deployed_by_the_section_passes_check_deploy_and_serves_over_h
         server = subprocess.Popen([sys.executable, "-m", *web], cwd=project, env=environment(project, **env),
                                   stdout=output, stderr=subprocess.STDOUT)
     try:
-        _wait_listening(port, server, log)
-        status, headers, _, _ = _get(port, "/falai/playground/", {})
+        wait_listening(port, server, log)
+        status, headers, _, _ = get(port, "/falai/playground/", {})
         assert status == 301 and headers["location"].startswith(f"https://{HOST}/"), (status, headers)
-        status, _, body, _ = _get(port, "/falai/health/live", {})
+        status, _, body, _ = get(port, "/falai/health/live", {})
         assert status == 200 and json.loads(body) == {"status": "ok"}
-        status, headers, body, cookies = _get(port, "/admin/login/", {"X-Forwarded-Proto": "https"})
+        status, headers, body, cookies = get(port, "/admin/login/", {"X-Forwarded-Proto": "https"})
         assert status == 200 and "strict-transport-security" in headers
         assert all("Secure" in cookie for cookie in cookies), cookies
         statics = re.findall(r'(?:src|href)="(/static/[^"]+)"', body.decode())
         assert statics
         for url in statics:
-            status, headers, content, _ = _get(port, url, {"X-Forwarded-Proto": "https"})
+            status, headers, content, _ = get(port, url, {"X-Forwarded-Proto": "https"})
             assert status == 200 and content and "immutable" in headers.get("cache-control", ""), url
     finally:
         server.terminate()

@@ -210,15 +210,7 @@ def test_a_fresh_startproject_reaches_a_first_reply_by_the_section_alone(tmp_pat
     try:
         path, headers, body = curl()
         headers = {name: value.replace("$TOKEN", token) for name, value in headers.items()}
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                assert server.poll() is None, _read(log)
-                assert time.monotonic() < deadline, "runserver never listened:\n" + _read(log)
-                time.sleep(0.2)
+        wait_listening(port, server, log)
         request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body.encode(), headers=headers,
                                          method="POST")
         try:
@@ -239,6 +231,20 @@ def test_a_fresh_startproject_reaches_a_first_reply_by_the_section_alone(tmp_pat
         server.terminate()
         server.wait(timeout=30)
         output.close()
+
+
+def wait_listening(port: int, server: subprocess.Popen, log: Path, timeout_s: float = 60) -> None:
+    """Until the server accepts connections on 127.0.0.1:port; its log in the failure when it
+    exits first or never listens."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            assert server.poll() is None, _read(log)
+            assert time.monotonic() < deadline, f"{server.args[:4]} never listened:\n" + _read(log)
+            time.sleep(0.2)
 
 
 def _read(log: Path) -> str:
