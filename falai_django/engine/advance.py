@@ -37,7 +37,7 @@ def resume(state: TurnState, check_branches: bool) -> Run | None:
     if check_branches and state.kind == "message":
         flow = state.flow_of(top)
         step = flow.step(top.step_id) if flow is not None else None
-        if step is not None and step.kind == "talk":
+        if flow is not None and step is not None and step.kind == "talk":
             fire_branch(state, top, flow, step, None)
     return top
 

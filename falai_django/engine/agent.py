@@ -214,7 +214,7 @@ class CompactionOptions:
             "maxTokens": "max_tokens", "compactionThreshold": "compaction_threshold",
             "preserveRecentCount": "preserve_recent_count", "maxToolResultChars": "max_tool_result_chars",
         }
-        opts = {aliases.get(k, k): v for k, v in value.items() if v is not None}
+        opts: dict[Any, Any] = {aliases.get(k, k): v for k, v in value.items() if v is not None}
         unknown = set(opts) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"compaction has unknown option(s): {', '.join(sorted(unknown))}")
@@ -413,7 +413,7 @@ class Agent:
         if idle == "silent":
             return Idle(silent=True)
         if isinstance(idle, Idle):
-            spec = {"prompt": idle.prompt, "tools": idle.tools, "instructions": None}
+            spec: dict[str, Any] = {"prompt": idle.prompt, "tools": idle.tools, "instructions": None}
             result = idle
         elif isinstance(idle, Mapping):
             spec = dict(idle)
@@ -454,7 +454,7 @@ class Agent:
         if hook is None:
             return at
         try:
-            params = inspect.signature(hook).parameters
+            params: Mapping[str, inspect.Parameter] = inspect.signature(hook).parameters
         except (TypeError, ValueError):
             params = {}
         snapped = hook(at, context=context) if "context" in params else hook(at, {"context": context})

@@ -104,10 +104,10 @@ def decide(state: TurnState, understanding: Understanding | None) -> None:
     if asker is not None:
         asker = state.current(asker)
     if asker is not None and state.is_live(asker) and asker.status == "asking":
-        flow = state.flow_of(asker)
-        step = flow.step(asker.step_id) if flow is not None else None
-        if step is not None and step.kind == "talk":
-            fire_branch(state, asker, flow, step, u)
+        asker_flow = state.flow_of(asker)
+        step = asker_flow.step(asker.step_id) if asker_flow is not None else None
+        if asker_flow is not None and step is not None and step.kind == "talk":
+            fire_branch(state, asker, asker_flow, step, u)
 
 
 def write_field(state: TurnState, slug: str, value: Any) -> None:
@@ -129,7 +129,7 @@ def already_run(state: TurnState, run: Run, target: Next) -> bool:
     if target.kind == "end":
         return True
     if target.kind == "step":
-        return run.visits.get(target.step, 0) > 0
+        return target.step is not None and run.visits.get(target.step, 0) > 0
     return False
 
 

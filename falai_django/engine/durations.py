@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from .errors import FlowConfigurationError
 
@@ -19,7 +19,7 @@ DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$", re.ASCII)  # JS \d is ASC
 UNIT_MS: dict[str, int] = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-def is_duration(value: Any) -> bool:
+def is_duration(value: Any) -> TypeGuard[str]:
     """True when `value` is a string written as a duration."""
     # fullmatch semantics without `$` accepting a trailing newline
     return isinstance(value, str) and DURATION_RE.fullmatch(value) is not None

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from falai_django.llm.errors import (
     BACKUP_ELIGIBLE_KINDS,
     ERROR_KINDS,
@@ -51,7 +53,7 @@ class SessionConflictError(FalaiError):
             )
         super().__init__(message)
 
-    def __reduce__(self):  # picklable across processes (race tests use multiprocessing)
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes (race tests use multiprocessing)
         return (type(self), (self.session_id, self.expected_version, self.actual_version))
 
 
@@ -66,5 +68,5 @@ class InvalidSessionError(FalaiError):
             "Repair or delete the row; it is never replaced by a fresh conversation."
         )
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.session_id, self.reason))

@@ -213,7 +213,7 @@ def strict_equal(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a is b
     if is_number(a) and is_number(b):
-        return a == b
+        return bool(a == b)
     if isinstance(a, str) and isinstance(b, str):
         return a == b
     if a is None or b is None or a is UNSET or b is UNSET:
@@ -266,7 +266,7 @@ class FieldDef:
         """Normalize one authored definition (assumed valid; see `check_field_defs`)."""
         type_ = d.get("type", "string")
         enum = d.get("enum")
-        extract = d.get("extract") or ("asked" if type_ == "boolean" else "anywhere")
+        extract: ExtractMode = d.get("extract") or ("asked" if type_ == "boolean" else "anywhere")
         return cls(
             slug=slug,
             type=type_,
@@ -364,7 +364,7 @@ _TRUE_WORDS = ("true", "sim", "yes", "1")
 _FALSE_WORDS = ("false", "não", "nao", "no", "0")
 
 
-def _coerce_scalar(type_: str, raw: Any) -> Any:
+def _coerce_scalar(type_: str | None, raw: Any) -> Any:
     if type_ == "string":
         if isinstance(raw, str):
             return raw
@@ -464,7 +464,7 @@ def build_schema(groups: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any
     from .errors import FlowConfigurationError
 
     merged: dict[str, dict[str, Any]] = {}
-    owner: dict[str, str] = {}
+    owner: dict[str, str | None] = {}
     for group in groups:
         group_id = group.get("id")
         for slug, defn in (group.get("fields") or {}).items():

@@ -35,8 +35,9 @@ Predicate = Callable[[Any], bool] | Mapping[str, Any]
 
 StepKind = Literal["talk", "say", "do", "wait", "wait_event", "if"]
 TriggerKind = Literal["message", "mention", "silence", "event"]
+RepeatMode = Literal["once", "always", "cooldown"]
 
-TRIGGER_KINDS: tuple[str, ...] = ("message", "mention", "silence", "event")
+TRIGGER_KINDS: tuple[TriggerKind, ...] = ("message", "mention", "silence", "event")
 STEP_KIND_KEYS: tuple[str, ...] = ("prompt", "collect", "say", "do", "wait", "if")
 DEFAULT_UP_TO = "30d"
 DEFAULT_REPEAT = {"message": "once", "mention": "once", "silence": "once", "event": "always"}
@@ -313,7 +314,7 @@ class Trigger:
     business_hours: bool = False
     if_: Predicate | None = None
     repeat: Any = "once"
-    repeat_mode: Literal["once", "always", "cooldown"] = "once"
+    repeat_mode: RepeatMode = "once"
     cooldown_ms: int | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -333,7 +334,8 @@ class Trigger:
         kind: TriggerKind = next(k for k in TRIGGER_KINDS if k in d)
         repeat = d.get("repeat", DEFAULT_REPEAT[kind])
         if isinstance(repeat, Mapping):
-            mode, cooldown_ms = "cooldown", parse_duration(repeat["cooldown"])
+            mode: RepeatMode = "cooldown"
+            cooldown_ms: int | None = parse_duration(repeat["cooldown"])
         else:
             mode, cooldown_ms = repeat, None
         phrases: tuple[str, ...] = ()

@@ -56,7 +56,7 @@ def resolve_reply_waits(state: TurnState) -> None:
             continue
         flow = state.flow_of(run)
         step = flow.step(run.step_id) if flow is not None else None
-        if step is None or step.kind != "wait" or step.else_ is None:
+        if flow is None or step is None or step.kind != "wait" or step.else_ is None:
             continue
         run = state.own(run)
         run.status = "running"
@@ -89,6 +89,7 @@ def _run_wake(state: TurnState, key: str) -> None:
     if run is None:
         state.ignore("stale-wake", key)
         return
+    assert run.waiting is not None  # the search matched its key
     set_at = run.waiting.set_at or run.started_at
     run = state.own(run)
     run.status = "running"
@@ -98,7 +99,7 @@ def _run_wake(state: TurnState, key: str) -> None:
         return
     flow = state.flow_of(run)
     step = flow.step(run.step_id) if flow is not None else None
-    if step is None:
+    if flow is None or step is None:
         return
     if step.kind == "wait":
         replied = step.else_ is not None and state.lead_wrote_since(flow, set_at)
@@ -151,7 +152,7 @@ def _ingest_event(state: TurnState) -> None:
         run.waiting = None
         flow = state.flow_of(run)
         step = flow.step(run.step_id) if flow is not None else None
-        if step is None:
+        if flow is None or step is None:
             continue
         state.line(run, "wait", "ok", "event-arrived", next=state.label(step.then))
         if not state.floor_from_ingest:

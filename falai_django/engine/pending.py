@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .jstime import from_ms, parse_iso
+from .jstime import from_ms, iso_to_ms, parse_iso
 from .keys import silence_wake
 from .results import ScheduleEntry
 from .session import Session
@@ -31,10 +31,10 @@ def pending_wakes(agent: Any, *, session: Any, context: Any = None, anchors: Any
         waiting = run.waiting
         if run.status == "waiting" and waiting is not None and waiting.key and waiting.until:
             out.append(ScheduleEntry.model_construct(key=waiting.key, at=parse_iso(waiting.until), replaces=None))
-    ms_text = state.session.last_assistant_at
+    anchor_ms = iso_to_ms(state.session.last_assistant_at or "")
+    if anchor_ms is None:  # no instant to count silence from: silence_wakes() finds none either
+        return out
     for flow, at_ms in silence_wakes(state):
-        from .jstime import iso_to_ms
-
-        key = silence_wake(flow.id, state.session.id, iso_to_ms(ms_text))
+        key = silence_wake(flow.id, state.session.id, anchor_ms)
         out.append(ScheduleEntry.model_construct(key=key, at=from_ms(at_ms), replaces=None))
     return out

@@ -75,7 +75,7 @@ def knowledge_section(knowledge_base: Any) -> str | None:
 
 
 def is_templated(text: str | None) -> bool:
-    return bool(text) and "{{" in text
+    return text is not None and "{{" in text
 
 
 def stable_prefix(agent: Any, scope: Mapping[str, Any]) -> tuple[str | None, str | None]:

@@ -226,7 +226,7 @@ class Run(_BlobModel):
 
     @model_serializer(mode="wrap")
     def _keep_null_step(self, handler: Any) -> dict[str, Any]:
-        out = handler(self)
+        out: dict[str, Any] = handler(self)
         if self.step_id is None and isinstance(out, dict) and "stepId" not in out and "step_id" not in out:
             key = "stepId" if "flowId" in out else "step_id"
             out = _insert_after(out, "dedupeKey" if key == "stepId" else "dedupe_key", key, None)
@@ -510,8 +510,8 @@ def assert_session(blob: Any, session_id: str | None) -> dict[str, Any]:
 
 
 def _id_of(blob: Any) -> str | None:
-    if isinstance(blob, dict) and isinstance(blob.get("id"), str):
-        return blob["id"]
+    if isinstance(blob, dict) and isinstance(id_ := blob.get("id"), str):
+        return id_
     return None
 
 

@@ -142,6 +142,8 @@ def arm_silence(state: TurnState) -> None:
         return
     previous_ms = iso_to_ms(previous) if previous else None
     ms = iso_to_ms(state.session.last_assistant_at or "")
+    if ms is None:  # no instant to count silence from: silence_wakes() finds none either
+        return
     for flow, at_ms in silence_wakes(state):
         replaces = keys.silence_wake(flow.id, state.session.id, previous_ms) if previous_ms is not None else None
         state.schedule.append(ScheduleEntry.model_construct(

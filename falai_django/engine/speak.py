@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import json
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -84,6 +84,12 @@ class SpeakCall:
         self.back = {w: s for s, w in self.wire.items()}
         self.tools = self._tools()
 
+    @property
+    def flow_talk(self) -> Talk:
+        """The flow's speaker: read only where `idle` is false, which is when it is set."""
+        assert self.talk is not None, "a flow speaker read on an idle call"
+        return self.talk
+
     # ------------------------------------------------------------------ request parts
     def _tools(self) -> list[Any]:
         agent = self.agent
@@ -92,7 +98,8 @@ class SpeakCall:
         if self.idle:
             ids = agent.idle.tools
         else:
-            ids = self.talk.step.tools if self.talk.step.tools is not None else self.talk.flow.tools
+            talk = self.flow_talk
+            ids = talk.step.tools if talk.step.tools is not None else talk.flow.tools
         if ids is None:
             return list(agent.tools)
         return [agent.tools_by_id[i] for i in ids if i in agent.tools_by_id]
@@ -104,7 +111,8 @@ class SpeakCall:
             ctx = PredicateContext(context=state.context, data=state.session.data, input=None, run=None,
                                    silenced=state.silenced, now=state.now)
         else:
-            scopes = [self.agent.instructions, self.talk.flow.instructions, self.talk.step.instructions]
+            talk = self.flow_talk
+            scopes = [self.agent.instructions, talk.flow.instructions, talk.step.instructions]
             ctx = state.pctx(self.run)
         out = []
         for items in scopes:
@@ -135,7 +143,7 @@ class SpeakCall:
             guideline = render(agent.idle.prompt or "", scope).strip() or DEFAULT_ANSWER
             parts.append(f"## Guideline for your reply (adapt to the conversation)\n{guideline}")
         else:
-            talk = self.talk
+            talk = self.flow_talk
             flow, step = talk.flow, talk.step
             desc = render(flow.description, scope) if flow.description else ""
             parts.append(f"## Flow\n{flow.name}" + (f": {desc}" if desc else ""))
@@ -224,7 +232,7 @@ class SpeakCall:
         except Exception:  # a broken hint means "run it alone"
             return False
 
-    def run_tools(self, calls: list[Mapping[str, Any]], offered: dict[str, Any], data: dict[str, Any],
+    def run_tools(self, calls: Sequence[Mapping[str, Any]], offered: dict[str, Any], data: dict[str, Any],
                   history: list[Any]) -> list[tuple[str, dict[str, Any] | None]]:
         """One round's calls, in order; consecutive concurrency-safe calls run together."""
         results: list[tuple[str, dict[str, Any] | None]] = []
@@ -419,4 +427,5 @@ def speak(state: TurnState, speaker: Any, history: list[Any]) -> Spoken | Deferr
         while True:
             next(gen)
     except StopIteration as stop:
-        return stop.value
+        spoken: Spoken | Deferred = stop.value
+        return spoken

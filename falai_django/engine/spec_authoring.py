@@ -162,6 +162,6 @@ def flow_authoring_schema(registries: Any) -> dict[str, Any]:
     server refuses too (with its own message, which an editor should show)."""
     reg = registries_of(registries)
     strict = flow_spec_schema(reg)
-    loose = _loosen(strict, sorted(reg.tool_ids))  # builds new objects: `strict` is left as it is
+    loose: dict[str, Any] = _loosen(strict, sorted(reg.tool_ids))  # builds new objects: `strict` is left as it is
     loose["description"] = "A flow as JSON: keys may be left out, kind is read from the step's body"
     return loose

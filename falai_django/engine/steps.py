@@ -116,7 +116,7 @@ def fixed_ready(state: TurnState, talk: Talk) -> bool:
 def ask_fixed(state: TurnState, run: Run, step: Step, pending: list[str]) -> None:
     run = state.own(run)
     key = state.step_key(run, step.id)
-    state.emit(render(step.question, state.scope(run)), "verbatim", key, run, step.id)
+    state.emit(render(step.question or "", state.scope(run)), "verbatim", key, run, step.id)
     for slug in pending:
         run.asked[slug] = run.asked.get(slug, 0) + 1
     state.line(run, "collect", "ok", "asked-fixed", key=key, step_id=step.id)
@@ -134,7 +134,7 @@ def exec_say(state: TurnState, run: Run, flow: Flow, step: Step) -> None:
             follow(state, run, flow, step, step.then)
             return
         state.session.claims[claim] = {"at": state.now_iso}
-    state.emit(render(step.say, state.scope(run)), "verbatim", key, run, step.id, media=step.media)
+    state.emit(render(step.say or "", state.scope(run)), "verbatim", key, run, step.id, media=step.media)
     state.line(run, "say", "ok", key=key, next=state.label(step.then))
     follow(state, run, flow, step, step.then)
 
@@ -148,7 +148,7 @@ def exec_do(state: TurnState, run: Run, flow: Flow, step: Step) -> None:
         result: Any = {"failed": f'unknown action "{name}"'}
     else:
         params = render_deep(step.params, state.scope(run))
-        patches: list[dict[str, Any]] = []  # what the action set, kept for a replay (taping only)
+        patches: list[Mapping[str, Any]] = []  # what the action set, kept for a replay (taping only)
         ctx = ActionContext(context=state.context, data=state.session.data, input=run.input, run=run,
                             silenced=state.silenced, now=state.now, key=key, dedupe_key=run.dedupe_key,
                             on_set=patches.append if taping else None)

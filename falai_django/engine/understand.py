@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from falai_django.llm.calling import call_provider
 from falai_django.llm.jsonparse import envelope_of
@@ -260,10 +260,11 @@ class UnderstandCall:
         if not _usable(envelope):
             return out
         a = self.aliases
+        reply: dict[str, Any] = envelope  # narrowed above; a closure does not keep the narrowing
 
         def section(name: str, namespace: str, read: Callable[[Any], Any]) -> dict[str, Any]:
             """A reply section by real id: each value `read`, the unreadable ones (None) dropped."""
-            entries = envelope.get(name)
+            entries = reply.get(name)
             if not isinstance(entries, dict):
                 return {}
             return {a.real(namespace, wire): value for wire, raw in entries.items()
@@ -280,7 +281,7 @@ class UnderstandCall:
         return out
 
 
-def _usable(value: Any) -> bool:
+def _usable(value: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(value, dict) and any(k in value for k in SECTIONS)
 
 

@@ -25,7 +25,11 @@ import errno
 import json
 import re
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+if TYPE_CHECKING:  # for the TypeGuard only: `errors` builds on this module
+    from falai_django.llm.errors import ProviderError
 
 ERROR_KINDS = (
     "aborted", "timeout", "network", "overload", "rate", "quota", "entitlement",
@@ -189,7 +193,7 @@ def with_codes(text: str, exc: BaseException) -> str:
     return " ".join([text, *codes]) if codes else text
 
 
-def _causes(exc: BaseException):
+def _causes(exc: BaseException) -> Iterator[BaseException]:
     current: BaseException | None = exc
     for _ in range(_CAUSE_DEPTH):
         if current is None:
@@ -223,7 +227,7 @@ def is_transport_failure(exc: BaseException) -> bool:
     return False
 
 
-def is_provider_error(exc: Any) -> bool:
+def is_provider_error(exc: object) -> TypeGuard[ProviderError]:
     """Whether `exc` is already a classified `ProviderError` (its kind is kept). Read from the
     instance, so this module needs nothing from `errors`, which builds on it."""
     return getattr(type(exc), "classified", False) is True and getattr(exc, "kind", None) in ERROR_KINDS

@@ -24,6 +24,12 @@ from falai_django.llm.classify import (
     with_codes,
 )
 
+# the kinds are named here too: `engine.errors` and `falai_django.llm` re-export them from this module
+__all__ = [
+    "BACKUP_ELIGIBLE_KINDS", "ERROR_KINDS", "OUTCOME_CODE_OF_KIND", "TRANSIENT_KINDS", "FalaiError", "ProviderError",
+    "classify_error", "is_retryable", "speak_deferral",
+]
+
 
 class FalaiError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -80,7 +86,7 @@ class ProviderError(FalaiError):
         `ProviderError` (persistence-and-LLM note §5.4); an existing one passes through unchanged."""
         return classify_error(error, provider)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (
             _rebuild_provider_error,
             (self.provider, self.kind, str(self), self.status, self.code, self.retry_after_ms,
@@ -88,8 +94,9 @@ class ProviderError(FalaiError):
         )
 
 
-def _rebuild_provider_error(provider, kind, message, status, code, retry_after_ms, reset_at_ms, window,
-                            should_retry, body) -> ProviderError:
+def _rebuild_provider_error(provider: str, kind: str, message: str, status: int | None, code: str | None,
+                            retry_after_ms: int | None, reset_at_ms: int | None, window: str | None,
+                            should_retry: bool | None, body: Any) -> ProviderError:
     return ProviderError(provider, kind, message, status=status, code=code, retry_after_ms=retry_after_ms,
                          reset_at_ms=reset_at_ms, window=window, should_retry=should_retry, body=body)
 

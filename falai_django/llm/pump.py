@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 
 
 async def iterate_in_thread(open_stream: Callable[[], Iterable[_T]], *,
-                            context: contextvars.Context | None = None) -> AsyncIterator[_T]:
+                            context: contextvars.Context | None = None) -> AsyncGenerator[_T, None]:
     """The items of a sync iterable, produced in a worker thread and handed over a queue.
 
     `open_stream()` is called in that thread (inside `context` when one is given). An exception

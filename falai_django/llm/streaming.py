@@ -28,7 +28,7 @@ pushes every chunk's **accumulated** text, never its delta::
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 _WHITESPACE = " \t\n\r"
 _SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
@@ -189,7 +189,7 @@ class Pushed(NamedTuple):
     message: str
     delta: str
 
-    def __getitem__(self, key):  # type: ignore[override]
+    def __getitem__(self, key: Any) -> Any:  # also by name, as upstream's {message, delta}
         if isinstance(key, str):
             if key not in self._fields:
                 raise KeyError(key)
@@ -204,7 +204,8 @@ class Pushed(NamedTuple):
     def __ne__(self, other: object) -> bool:
         return not self == other
 
-    __hash__ = tuple.__hash__
+    def __hash__(self) -> int:  # defining __eq__ would otherwise drop the tuple's hash
+        return tuple.__hash__(self)
 
 
 class StreamingMessageDecoder:

@@ -49,7 +49,8 @@ def available() -> str | None:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 class PrivatePostgres:
@@ -66,7 +67,7 @@ class PrivatePostgres:
             shutil.chown(self.root, "postgres", "postgres")
             os.chmod(self.root, 0o755)
 
-    def _run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    def _run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         command = list(args)
         if self.as_root:
             command = ["runuser", "-u", "postgres", "--", *command]
