@@ -341,7 +341,7 @@ class Session(_BlobModel):
         return cls._from_checked(blob, session_id)
 
     @classmethod
-    def from_json_text(cls, text: str | bytes, session_id: str | None = None) -> Session:
+    def from_json_text(cls, text: str | bytes | bytearray, session_id: str | None = None) -> Session:
         """Like `from_json` for JSON text (what MemoryStore, SQLite and Redis hold)."""
         try:
             session = cls.model_validate_json(text, context=_BLOB, by_name=False)

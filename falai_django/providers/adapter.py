@@ -34,7 +34,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from falai_django.llm.errors import ProviderError, classify_error
 from falai_django.llm.jsonparse import is_json_shaped, try_parse_json_response
@@ -103,14 +103,15 @@ def history_calls(item: Any) -> list[Any]:
 
 
 def tool_call_id(item: Any) -> str | None:
-    return read(item, "tool_call_id") or read(item, "toolCallId")
+    found: str | None = read(item, "tool_call_id") or read(item, "toolCallId")
+    return found
 
 
 def tool_spec(tool: Any) -> ToolSpec:
     """A ToolSpec from a ToolSpec, a dict or an object with the same fields."""
     if isinstance(tool, ToolSpec):
         return tool
-    get = tool.get if isinstance(tool, dict) else (lambda key: getattr(tool, key, None))
+    get: Callable[[str], Any] = tool.get if isinstance(tool, dict) else (lambda key: getattr(tool, key, None))
     return ToolSpec(id=get("id") or get("name") or "", name=get("name"), description=get("description"),
                     parameters=get("parameters"))
 
@@ -484,10 +485,14 @@ class DescribesImages:
     def _image_request(self, data: bytes, mime_type: str) -> Any:
         raise NotImplementedError
 
+    if TYPE_CHECKING:  # StreamingAdapter's, which this mixin comes before in a vendor's bases
+        def _complete(self, request: Any) -> str: ...
+        async def _acomplete(self, request: Any) -> str: ...
+
     def describe_image(self, data: bytes, mime_type: str) -> str:
         """A one- or two-sentence description of a picture, which the agent reads in its place."""
-        return self._complete(self._image_request(data, mime_type))  # type: ignore[attr-defined]
+        return self._complete(self._image_request(data, mime_type))
 
     async def adescribe_image(self, data: bytes, mime_type: str) -> str:
         """See describe_image()."""
-        return await self._acomplete(self._image_request(data, mime_type))  # type: ignore[attr-defined]
+        return await self._acomplete(self._image_request(data, mime_type))

@@ -100,10 +100,10 @@ class _Request:
         self.json_on = bool(self.schema)
         self.system: list[dict[str, Any]] = []
         if systems:
-            block: dict[str, Any] = {"type": "text", "text": "\n\n".join(systems)}
+            system_block: dict[str, Any] = {"type": "text", "text": "\n\n".join(systems)}
             if cache_system:
-                block["cache_control"] = {"type": "ephemeral"}
-            self.system.append(block)
+                system_block["cache_control"] = {"type": "ephemeral"}
+            self.system.append(system_block)
         if self.json_on:
             self.system.append({"type": "text", "text": SCHEMA_IN_PROMPT.format(
                 schema=json.dumps(self.schema, ensure_ascii=False))})

@@ -69,7 +69,7 @@ class NoAvailableProviderError(ProviderError):
         )
         self.retry_at_ms = int(retry_at_ms)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_no_available, (self.retry_at_ms, self.retry_at_ms - (self.retry_after_ms or 0)))
 
 
@@ -349,7 +349,8 @@ class FallbackProvider:
             if self._cooling(candidate):
                 continue
             try:
-                return getattr(candidate, method)(data, mime_type)
+                text: str = getattr(candidate, method)(data, mime_type)
+                return text
             except ProviderError as exc:
                 if exc.kind == "aborted":
                     raise
@@ -365,8 +366,10 @@ class FallbackProvider:
                 continue
             try:
                 if hasattr(candidate, "a" + method):
-                    return await getattr(candidate, "a" + method)(data, mime_type)
-                return await asyncio.to_thread(getattr(candidate, method), data, mime_type)
+                    text: str = await getattr(candidate, "a" + method)(data, mime_type)
+                else:
+                    text = await asyncio.to_thread(getattr(candidate, method), data, mime_type)
+                return text
             except ProviderError as exc:
                 if exc.kind == "aborted":
                     raise

@@ -106,7 +106,7 @@ def gemini_json_schema(schema: Any) -> Any:
 def _takes_schema_with_tools(model: str) -> bool:
     """Gemini 3 and later accept a response schema and tools in one call; Gemini 2 answers 400."""
     match = re.search(r"gemini-(\d+)", model)
-    return bool(match) and int(match.group(1)) >= 3
+    return match is not None and int(match.group(1)) >= 3
 
 
 def _tool_response(content: Any) -> dict[str, Any]:
@@ -386,7 +386,8 @@ class GeminiProvider(DescribesImages, StreamingAdapter):
     def _in_stream(self, exc: BaseException, fold: ReplyFold) -> bool:
         return _in_band(exc)
 
-    def _attempt(self, request: _Request, model: str, fold: _Fold) -> Generator[str, None, None]:
+    def _attempt(self, request: _Request, model: str,  # type: ignore[override]  # _fold() makes every fold a _Fold
+                 fold: _Fold) -> Generator[str, None, None]:
         stream = self._client.models.generate_content_stream(
             model=model, contents=request.sdk_contents, config=self._config_for(request, model))
         try:
@@ -397,7 +398,8 @@ class GeminiProvider(DescribesImages, StreamingAdapter):
             if close is not None:
                 close()
 
-    async def _aattempt(self, request: _Request, model: str, fold: _Fold) -> AsyncGenerator[str, None]:
+    async def _aattempt(self, request: _Request, model: str,  # type: ignore[override]  # _fold() makes every fold a _Fold
+                        fold: _Fold) -> AsyncGenerator[str, None]:
         stream = await self._client.aio.models.generate_content_stream(
             model=model, contents=request.sdk_contents, config=self._config_for(request, model))
         try:

@@ -135,14 +135,14 @@ class _Request:
                     messages.append({"role": "user", "content": str(content)})
                     items.append({"role": "user", "content": str(content)})
             elif role == "assistant":
-                calls = []
+                calls: list[tuple[str, str, str]] = []
                 for call in history_calls(item):
                     call_id, name, args, _ = history_call(call)
                     calls.append((call_id or f"call_{len(calls)}", name, json.dumps(args, ensure_ascii=False)))
                 if content:
                     items.append({"role": "assistant", "content": str(content)})
-                for call_id, name, args in calls:
-                    items.append({"type": "function_call", "call_id": call_id, "name": name, "arguments": args})
+                for call_id, name, arguments in calls:
+                    items.append({"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments})
                 if calls:
                     messages.append({"role": "assistant", "content": str(content) if content else None,
                                      "tool_calls": [{"id": i, "type": "function", "function": {"name": n, "arguments": a}}

@@ -132,7 +132,7 @@ class OpenSearchStore(SteppedStore):
         admin = getattr(client, "indices", None)
         exists = method_of(admin, "exists")
         create = method_of(admin, "create")
-        if None in (get, index, update, exists, create):
+        if get is None or index is None or update is None or exists is None or create is None:
             raise TypeError(
                 f"[OpenSearchStore] client must be an OpenSearch client (get, index, update, indices.exists, "
                 f"indices.create), got {type(client).__name__}. Pass opensearchpy.OpenSearch(hosts=[...]).")
@@ -151,7 +151,7 @@ class OpenSearchStore(SteppedStore):
 
     # -- the steps, written once for the plain and the async methods (SteppedStore drives them) --
 
-    def _initialize_steps(self) -> Steps:
+    def _initialize_steps(self) -> Steps[None]:
         """Create the index with its mappings when it is missing (never alters one that exists)."""
         if not self.auto_create_indices:
             return
@@ -164,7 +164,7 @@ class OpenSearchStore(SteppedStore):
             if not _already_exists(exc):  # another process won the race to create it: nothing missing
                 raise
 
-    def _source_steps(self, session_id: str) -> Steps:
+    def _source_steps(self, session_id: str) -> Steps[Any]:
         """The stored document's `_source` (MISSING when it has none), or None when there is no
         document (a 404: no document, or no index yet)."""
         try:
@@ -175,14 +175,14 @@ class OpenSearchStore(SteppedStore):
             raise
         return _source(response)
 
-    def _load_steps(self, session_id: str) -> Steps:
+    def _load_steps(self, session_id: str) -> Steps[Session | None]:
         source = yield from self._source_steps(session_id)
         if source is None:
             return None
         blob = source.get("blob", MISSING) if isinstance(source, Mapping) else MISSING
         return read_blob(blob, session_id)
 
-    def _save_steps(self, session: Session, expected_version: int) -> Steps:
+    def _save_steps(self, session: Session, expected_version: int) -> Steps[Session]:
         saved = stamp(session, expected_version)
         blob = saved.to_json()
         now = to_iso(utc_now())  # bookkeeping uses the wall clock, not the agent's

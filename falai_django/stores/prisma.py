@@ -120,13 +120,13 @@ class PrismaStore(SteppedStore):
 
     # -- the steps, written once for the plain and the async methods ----------------------------
 
-    def _load_steps(self, session_id: str) -> Steps:
+    def _load_steps(self, session_id: str) -> Steps[Session | None]:
         row = yield self._find_unique, {"where": {self.fields["id"]: session_id}}
         if row is None:
             return None
         return read_blob(_field(row, self.fields["blob"]), session_id)
 
-    def _save_steps(self, session: Session, expected_version: int) -> Steps:
+    def _save_steps(self, session: Session, expected_version: int) -> Steps[Session]:
         saved = stamp(session, expected_version)
         blob = self._json(saved.to_json())
         now = datetime.now(UTC)  # bookkeeping uses the wall clock, not the agent's

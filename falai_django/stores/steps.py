@@ -23,7 +23,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from falai_django.engine.session import Session
 
@@ -33,7 +33,9 @@ __all__ = ["Call", "Steps", "SteppedStore", "method_of", "takes_keywords"]
 
 # a call a step wants made: (the client's method, its arguments by name)
 Call = tuple[Callable[..., Any], dict[str, Any]]
-Steps = Generator[Call, Any, Any]
+_R = TypeVar("_R")
+# the steps of one operation: they yield calls, are sent each call's result, and return `_R`
+Steps = Generator[Call, Any, _R]
 
 
 def method_of(obj: Any, *names: str) -> Callable[..., Any] | None:
@@ -41,7 +43,8 @@ def method_of(obj: Any, *names: str) -> Callable[..., Any] | None:
     for name in names:
         value = getattr(obj, name, None)
         if callable(value):
-            return value
+            method: Callable[..., Any] = value
+            return method
     return None
 
 
@@ -71,13 +74,13 @@ class SteppedStore(Store):
 
     # -- what a backend writes ------------------------------------------------------------
 
-    def _load_steps(self, session_id: str) -> Steps:
+    def _load_steps(self, session_id: str) -> Steps[Session | None]:
         raise NotImplementedError
 
-    def _save_steps(self, session: Session, expected_version: int) -> Steps:
+    def _save_steps(self, session: Session, expected_version: int) -> Steps[Session]:
         raise NotImplementedError
 
-    def _initialize_steps(self) -> Steps:
+    def _initialize_steps(self) -> Steps[None]:
         """Nothing to create, unless a backend says otherwise."""
         return
         yield  # a generator that makes no call
@@ -89,7 +92,7 @@ class SteppedStore(Store):
         """Read each method's calling convention once, from its signature (`takes_keywords`)."""
         self._keywords = {method: takes_keywords(method, names) for method in methods}
 
-    def _close_steps(self) -> Steps:
+    def _close_steps(self) -> Steps[None]:
         method = self._close_method()
         if method is not None:
             yield method, {}
@@ -120,7 +123,7 @@ class SteppedStore(Store):
         raise TypeError(f"[{self.label}] this {self.client_kind} client is async and an event loop is running: "
                         f"await {instead}.")
 
-    def _run(self, steps: Steps, instead: str) -> Any:
+    def _run(self, steps: Steps[_R], instead: str) -> _R:
         try:
             call = next(steps)
             while True:
@@ -134,16 +137,18 @@ class SteppedStore(Store):
                     return asyncio.run(self._arun(steps, result))
                 call = steps.send(result)
         except StopIteration as done:
-            return done.value
+            value: _R = done.value
+            return value
 
-    async def _arun(self, steps: Steps, pending: Any = None) -> Any:
+    async def _arun(self, steps: Steps[_R], pending: Any = None) -> _R:
         """Drive the steps, awaiting each call; `pending` is a call already made (by `_run`)."""
         try:
             call = next(steps) if pending is None else None
             while True:
                 try:
                     if pending is None:
-                        pending = self._invoke(call)  # type: ignore[arg-type] - set whenever pending is None
+                        assert call is not None  # set whenever pending is None
+                        pending = self._invoke(call)
                     result = await pending if inspect.isawaitable(pending) else pending
                 except Exception as exc:
                     call = steps.throw(exc)
@@ -152,7 +157,8 @@ class SteppedStore(Store):
                     pending = None
                 call = steps.send(result)
         except StopIteration as done:
-            return done.value
+            value: _R = done.value
+            return value
 
     # -- the contract ---------------------------------------------------------------------
 
