@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
@@ -165,7 +166,7 @@ if os.environ.get("FALAI_REDIS_URL"):
     Q_CLUSTER.pop("orm")
     Q_CLUSTER["redis"] = os.environ["FALAI_REDIS_URL"]
 
-FALAI = {
+FALAI: dict[str, Any] = {
     "AGENT": "project.agents.ana",
     # Shared secret for HMAC-signed webhooks; empty refuses signed webhooks (token/session auth only).
     "WEBHOOK_SECRET": os.environ.get("FALAI_WEBHOOK_SECRET", ""),

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
@@ -168,7 +169,7 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
         wrap between its words only: "Dec. 7, 2026," over "2:50 p.m.", never inside "2026-12-07"."""
         if value is None:
             return self.get_empty_value_display()
-        text = formats.localize(timezone.template_localtime(value))
+        text = formats.localize(timezone.template_localtime(value))  # type: ignore[attr-defined]  # Django's, missing from django-stubs
         return format_html_join(" ", '<span class="falai-word">{}</span>', ((word,) for word in text.split()))
 
     # -- the page ---------------------------------------------------------------------------
@@ -248,7 +249,8 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
             raise Http404(operation)
         obj = self.get_object(request, unquote(object_id))
         if obj is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            return self._get_obj_does_not_exist_redirect(  # type: ignore[attr-defined]  # ModelAdmin's, missing from django-stubs
+                request, self.opts, object_id)
         permission, run, anchor = spec
         if not self.has_view_permission(request, obj) or not permission(self, request, obj):
             raise PermissionDenied
@@ -267,7 +269,8 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
             raise PermissionDenied
         obj = self.get_object(request, pk)
         if obj is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            return self._get_obj_does_not_exist_redirect(  # type: ignore[attr-defined]  # ModelAdmin's, missing from django-stubs
+                request, self.opts, object_id)
         if request.method == "POST":
             if self._erase(request, [obj.pk]):  # a turn was running: still there
                 return HttpResponseRedirect(self.change_url(obj.pk))
@@ -352,7 +355,7 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
                 "reason": reason,
                 "mode": mode,
                 "missing_reason": request.POST.get("confirm") == "yes" and not reason,
-                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             })
         note = gettext("Silenced: %(reason)s (%(mode)s).") % {"reason": reason, "mode": SILENCE_MODES[mode]}
         self._bulk(request, queryset, lambda pk: handoff.silence(pk, reason, mode=mode), note)
@@ -403,6 +406,7 @@ class ConversationAdmin(DeskAdminMixin, admin.ModelAdmin):
             else:
                 done.append(obj)
         if done:
+            assert request.user.pk is not None  # the admin's views run for a logged-in staff user
             LogEntry.objects.log_actions(user_id=request.user.pk, queryset=done, action_flag=CHANGE,
                                          change_message=note, single_object=False)
             self.message_user(request, ngettext("%(count)d conversation: %(note)s",

@@ -21,7 +21,7 @@ with neither see the desk read-only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.contrib.admin.utils import quote, unquote
@@ -47,6 +47,19 @@ from falai_django.host import conversations, desk_rows
 from falai_django.host.inputs import UnknownConversationError
 from falai_django.models import SavedReply
 
+if TYPE_CHECKING:
+    from django.contrib import admin
+
+    from falai_django.models import Conversation
+
+    class _DeskBase(admin.ModelAdmin[Conversation]):
+        """What the mixin uses of the admin it is mixed into (`ConversationAdmin`)."""
+
+        def has_handoff_permission(self, request: HttpRequest, obj: Any = None) -> bool: ...
+        def has_reply_permission(self, request: HttpRequest, obj: Any = None) -> bool: ...
+else:
+    _DeskBase = object
+
 QUEUE_LABELS = {
     desk.WAITING: _("Waiting for a human"),
     desk.MINE: _("Mine"),
@@ -54,7 +67,7 @@ QUEUE_LABELS = {
 }
 
 
-class DeskAdminMixin:
+class DeskAdminMixin(_DeskBase):
     """The desk's views, for the conversation `ModelAdmin`."""
 
     desk_template = "admin/falai_django/desk/index.html"

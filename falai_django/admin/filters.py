@@ -47,7 +47,7 @@ class FlowFilter(admin.SimpleListFilter):
                 .values_list("asking_flow", flat=True)
                 .distinct()
             )
-            return [(value, value) for value in values]
+            return [(value, value) for value in values if value is not None]  # none is: filtered above
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         return queryset.filter(asking_flow=self.value()) if self.value() else queryset

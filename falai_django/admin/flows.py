@@ -95,6 +95,7 @@ class FlowForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # ModelForm.clean returns cleaned_data
         if "spec" not in data:
             return data
         given = data.get("id") if "id" in self.fields else self.instance.pk
@@ -138,7 +139,7 @@ class FlowAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("changed by"))
     def changed_by(self, obj: Flow) -> str:
-        return obj.updated_by.get_username() if obj.updated_by_id else "—"
+        return obj.updated_by.get_username() if obj.updated_by is not None else "—"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Flow | None = None) -> list[str]:
         # The id is the flow's identity in every session blob: fixed once saved.

@@ -45,7 +45,7 @@ def _flow_json(flow: Flow) -> dict[str, Any]:
     return {"id": flow.pk, "name": flow.name, "enabled": flow.enabled, "position": flow.position,
             "version": flow.version, "spec": flow.spec,
             "updated_at": flow.updated_at.isoformat() if flow.updated_at else None,
-            "updated_by": flow.updated_by.get_username() if flow.updated_by_id else None}
+            "updated_by": flow.updated_by.get_username() if flow.updated_by is not None else None}
 
 
 _FLOW_BODY = inline_serializer("FlowInput", {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import extend_schema_field
@@ -82,7 +82,13 @@ def text_problem(value: Any) -> str | None:
     return None
 
 
-class StorableTextMixin:
+if TYPE_CHECKING:
+    _SerializerBase = serializers.Serializer[Any]
+else:
+    _SerializerBase = object
+
+
+class StorableTextMixin(_SerializerBase):  # mixed into serializers: its super() is Serializer's
     """Every field's text (JSON fields included, keys too) must be storable on any database."""
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +121,8 @@ class ClaimsField(_ShapeField):
 
 class _Common(StorableTextMixin, serializers.Serializer):
     silenced = SilencedField(required=False, allow_null=True, help_text=_("Why the assistant must not speak now."))
-    context = serializers.JSONField(required=False, help_text=_("Per-turn data the flows read."))
+    context = serializers.JSONField(  # type: ignore[assignment]  # a declared field (DRF's metaclass takes it), not the property
+        required=False, help_text=_("Per-turn data the flows read."))
     anchors = AnchorsField(required=False, allow_null=True,
                            help_text=_("Host anchors by name: {name: {key, lastInboundAt?}}."))
     claims = ClaimsField(required=False, allow_null=True,

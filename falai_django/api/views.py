@@ -289,6 +289,8 @@ class SessionPagination(PageNumberPagination):
 
     def get_paginated_response(self, data: Any) -> Response:
         response = super().get_paginated_response(data)
+        # paginate_queryset set the page, with django_paginator_class's paginator
+        assert self.page is not None and isinstance(self.page.paginator, EstimatingPaginator)
         response.data["count_is_estimate"] = self.page.paginator.count_is_estimate
         return response
 

@@ -50,7 +50,7 @@ def prepare_input(record: Any, agent: Any = None) -> None:
     place and saved, once; anything that fails leaves it as the webhook stored it."""
     stored = getattr(record, "input", None)
     whatsapp = _whatsapp_of(stored)
-    if whatsapp is None or "message" not in stored.get("turn", {}):
+    if whatsapp is None or not isinstance(stored, dict) or "message" not in stored.get("turn", {}):
         return
     from falai_django.channels.whatsapp.media import needs_work, understand
 

@@ -238,7 +238,7 @@ def transcript(session_id: str, limit: int = TRANSCRIPT_LIMIT) -> tuple[list[dic
         items.append({
             "type": "note" if entry.kind == DeskEntry.Kind.NOTE else "marker", "id": entry.pk, "kind": entry.kind,
             "label": entry.get_kind_display(),
-            "author": entry.author.get_username() if entry.author_id else entry.author_name,
+            "author": entry.author.get_username() if entry.author is not None else entry.author_name,
             "text": entry.text, "at": entry.at, "sort": (entry.after_item, 1, entry.pk),
         })
     items.sort(key=lambda item: item["sort"])

@@ -131,6 +131,7 @@ def session_state(session_id: str, *, history_limit: int = 50, agent: Any = None
         return None
     if read.session is None:
         read_blob(read.blob, session_id)  # raises the InvalidSessionError the API reports
+    assert read.session is not None  # read_blob raised above for the blob read_conversation refused
     items = list(History.objects.filter(conversation_id=session_id).order_by("-id")[:history_limit])
     items.reverse()
     turns = TurnRecord.objects.filter(conversation_id=session_id).order_by("-id")[:20]
@@ -177,7 +178,7 @@ def owners(limit: int = OWNERS_SHOWN) -> list[str]:
     if connection.vendor != "postgresql":
         rows = (SessionRow.objects.filter(human_owner__isnull=False).order_by("human_owner")
                 .values_list("human_owner", flat=True).distinct())
-        return list(rows[:limit])
+        return [owner for owner in rows[:limit] if owner is not None]  # none is: filtered above
     table = SessionRow._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(f"""

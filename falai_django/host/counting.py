@@ -76,4 +76,5 @@ class EstimatingPaginator(Paginator):
             return super().page(number)
         number = self.validate_number(number)
         bottom = (number - 1) * self.per_page
-        return self._get_page(self.object_list[bottom:bottom + self.per_page], number, self)
+        return self._get_page(  # type: ignore[attr-defined]  # Django's Paginator hook, missing from django-stubs
+            self.object_list[bottom:bottom + self.per_page], number, self)

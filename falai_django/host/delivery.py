@@ -19,11 +19,14 @@ databases and behind a transaction-pooling PgBouncer (`FALAI["SEND_LOCK"] = "lea
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
-from django.db.models import Q, TextField
+from django.db.models import Field, Q, TextField
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -35,7 +38,18 @@ from falai_django.observe import context as observe
 from falai_django.observe import metrics, tracing
 from falai_django.sending import OutboundSend, PermanentSendError, SendError, channel_name
 
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    from falai_django.models.host import HistoryQuerySet
+
 logger = logging.getLogger("falai_django.sending")
+
+# `FALAI["SENDER"]`: called with each message, it may return the channel's message id.
+Sender = Callable[[OutboundSend], Any]
+Sleep = Callable[[float], object]
+# A 'sent' update left for the lock release: (row id, attempt, sent at, channel message id).
+Mark = tuple[int, int, datetime, str | None]
 
 
 def send_after_commit(session_id: str) -> None:
@@ -88,7 +102,7 @@ def _release(session_id: str) -> None:
     SessionRow.objects.filter(pk=session_id).update(send_lease_until=None)
 
 
-def _pending(session_id: str):
+def _pending(session_id: str) -> HistoryQuerySet:
     return History.objects.pending_sends(session_id)
 
 
@@ -97,7 +111,7 @@ def send_delay_s(attempt: int) -> float:
     return min(cap, base * (2 ** max(0, attempt - 1)))
 
 
-def send_pending(session_id: str, *, sender=None, sleep=time.sleep) -> int:
+def send_pending(session_id: str, *, sender: Sender | None = None, sleep: Sleep = time.sleep) -> int:
     """Send what is due for one conversation, in order. Returns how many were sent.
 
     A playground conversation goes to the sandbox sender, never to `FALAI["SENDER"]`."""
@@ -125,11 +139,11 @@ _COLUMNS = ("id", "content", "kind", "media", "message_key", "run_id", "step_id"
             "idempotency_key", "send_attempts", "next_attempt_at", "turn_id")
 
 
-def _head_is_due(head) -> bool:
+def _head_is_due(head: tuple[Any, datetime | None] | None) -> bool:
     return head is not None and (head[1] is None or head[1] <= timezone.now())
 
 
-def _committed(connection, statements: str) -> str:
+def _committed(connection: BaseDatabaseWrapper, statements: str) -> str:
     """`statements` in a transaction of their own, committed at once, when the connection is in
     autocommit (a worker's send). Inside a caller's transaction (`transaction.atomic`: a test's,
     or code that sends in one) they simply join it: a bare COMMIT there would commit the
@@ -137,11 +151,9 @@ def _committed(connection, statements: str) -> str:
     return statements if connection.in_atomic_block else f"BEGIN; {statements}COMMIT; "
 
 
-def _savepoint_if_in_transaction(connection):
+def _savepoint_if_in_transaction(connection: BaseDatabaseWrapper) -> contextlib.AbstractContextManager[None]:
     """A savepoint inside a caller's transaction, so a failed statement leaves that transaction
     usable (for the unlock, then the caller's own rollback); nothing in autocommit."""
-    import contextlib
-
     from django.db import transaction
 
     if connection.in_atomic_block:
@@ -149,7 +161,14 @@ def _savepoint_if_in_transaction(connection):
     return contextlib.nullcontext()
 
 
-def _send_under_advisory_lock(session_id: str, sender, sleep) -> int:
+def _column(name: str) -> str:
+    """The database column of one of History's concrete fields (`_COLUMNS`)."""
+    field = History._meta.get_field(name)
+    assert isinstance(field, Field) and field.column is not None  # _COLUMNS names concrete fields
+    return field.column
+
+
+def _send_under_advisory_lock(session_id: str, sender: Sender, sleep: Sleep) -> int:
     """PostgreSQL: the same loop in three round trips for a one-message turn.
 
     Django's psycopg cursor binds client-side, so one `execute` may carry several statements:
@@ -163,7 +182,7 @@ def _send_under_advisory_lock(session_id: str, sender, sleep) -> int:
 
     quote = connection.ops.quote_name
     table = quote(History._meta.db_table)
-    columns = ", ".join(quote(History._meta.get_field(c).column) for c in _COLUMNS)
+    columns = ", ".join(quote(_column(c)) for c in _COLUMNS)
     where = f"WHERE {quote('conversation_id')} = %s AND {quote('send_status')} IN ('pending', 'sending') ORDER BY id"
     lock_key = f"falai-send:{session_id}"
     sent = 0
@@ -185,10 +204,11 @@ def _send_under_advisory_lock(session_id: str, sender, sleep) -> int:
             if isinstance(values["media"], str):
                 values["media"] = json.loads(values["media"])
             items.append(History(conversation_id=session_id, **values))
-        deferred: list = []
+        deferred: list[Mark] = []
         try:
             sent += _drain(session_id, items, sender, sleep, deferred)
         finally:
+            params: list[int | datetime | str | None]
             mark, params = "", []
             if deferred:  # the last 'sent' update rides with the release: one round trip
                 pk, attempt, sent_at, channel = deferred[0]
@@ -224,7 +244,9 @@ def _send_under_advisory_lock(session_id: str, sender, sleep) -> int:
             return sent
 
 
-def send_many(session_ids: list[str], *, sender=None, sleep=time.sleep) -> tuple[int, list[str]]:
+def send_many(
+    session_ids: list[str], *, sender: Sender | None = None, sleep: Sleep = time.sleep
+) -> tuple[int, list[str]]:
     """Send what is due for several conversations; returns (how many sent, the conversations to
     look at again: new rows arrived while they were held, or they wait on an `after_ms` delay).
 
@@ -243,7 +265,7 @@ def send_many(session_ids: list[str], *, sender=None, sleep=time.sleep) -> tuple
 
     quote = connection.ops.quote_name
     table = quote(History._meta.db_table)
-    columns = ", ".join(f"h.{quote(History._meta.get_field(c).column)}" for c in _COLUMNS)
+    columns = ", ".join(f"h.{quote(_column(c))}" for c in _COLUMNS)
     unsent = f"{quote('send_status')} IN ('pending', 'sending')"
     ids = list(dict.fromkeys(session_ids))
     with connection.cursor() as cursor:
@@ -256,7 +278,7 @@ def send_many(session_ids: list[str], *, sender=None, sleep=time.sleep) -> tuple
             [ids],
         )
         found = cursor.fetchall()
-    held: dict[str, list] = {}
+    held: dict[str, list[History]] = {}
     for sid, *row in found:
         items = held.setdefault(sid, [])
         if row[0] is not None:
@@ -267,15 +289,15 @@ def send_many(session_ids: list[str], *, sender=None, sleep=time.sleep) -> tuple
     sent, again, marks = 0, [], []
     try:
         for sid in ids:
-            items = held.get(sid)
-            if not items:
+            queued = held.get(sid)
+            if not queued:
                 continue
-            if any(item.after_ms for item in items):
+            if any(item.after_ms for item in queued):
                 again.append(sid)  # sent by send_pending, which waits; after the release below
                 continue
             chosen = sender or (sandbox.sandbox_sender if sandbox.is_sandboxed(sid) else conf.get_sender())
-            deferred: list = []
-            sent += _drain(sid, items, chosen, sleep, deferred)
+            deferred: list[Mark] = []
+            sent += _drain(sid, queued, chosen, sleep, deferred)
             marks += deferred
     finally:
         if held:
@@ -284,7 +306,9 @@ def send_many(session_ids: list[str], *, sender=None, sleep=time.sleep) -> tuple
     return sent, again
 
 
-def _release_many(connection, session_ids: list[str], marks: list) -> dict[str, tuple]:
+def _release_many(
+    connection: BaseDatabaseWrapper, session_ids: list[str], marks: list[Mark]
+) -> dict[str, tuple[int, datetime | None]]:
     """Mark the deferred sends sent (committed before the unlocks), release the conversations'
     locks, and read each one's first pending row again. Returns {session id: (id, next_attempt_at)}."""
     import json
@@ -326,12 +350,16 @@ def _release_many(connection, session_ids: list[str], marks: list) -> dict[str, 
     return {sid: (pk, next_at) for sid, pk, next_at in rows}
 
 
-def _drain(session_id: str, items: list, sender, sleep, deferred: list | None = None) -> int:
+def _drain(
+    session_id: str, items: list[History], sender: Sender, sleep: Sleep, deferred: list[Mark] | None = None
+) -> int:
     with observe.scope_for(session_id):
         return _drain_items(session_id, items, sender, sleep, deferred)
 
 
-def _drain_items(session_id: str, items: list, sender, sleep, deferred: list | None = None) -> int:
+def _drain_items(
+    session_id: str, items: list[History], sender: Sender, sleep: Sleep, deferred: list[Mark] | None = None
+) -> int:
     """Send `items` (the conversation's pending rows, in order) until one fails or is not due.
 
     With `deferred`, the last item's 'sent' update is appended there instead of run, for the
@@ -419,7 +447,9 @@ def _drain_items(session_id: str, items: list, sender, sleep, deferred: list | N
     return sent
 
 
-def sweep_unsent(*, older_than_s: float | None = None, hand_over=None) -> int:
+def sweep_unsent(
+    *, older_than_s: float | None = None, hand_over: Callable[[str], object] | None = None
+) -> int:
     """Hand back conversations whose due sends were never handed over (a crash between commit
     and enqueue, a NOTIFY nobody heard) or whose retry is due. Returns how many conversations.
 

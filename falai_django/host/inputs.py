@@ -143,7 +143,7 @@ def parse_at(value: Any, name: str = "at", *, strict: bool = True) -> Any:
 def parse_turn_input(
     raw: dict[str, Any],
     *,
-    now: datetime,
+    now: datetime | None,
     silenced: Any = None,
     context: Any = UNSET,
     anchors: Any = None,
@@ -152,7 +152,8 @@ def parse_turn_input(
     """Check one input and its options. Raises `InputError` naming the field.
 
     A message without `at` gets `at` = `now` here, once: a replay after a conflict then mints
-    the same keys (and the same emissions) as the first attempt.
+    the same keys (and the same emissions) as the first attempt. `now` may be None for any
+    other input.
     """
     if not isinstance(raw, dict):
         raise InputError("the input must be an object")
@@ -164,7 +165,10 @@ def parse_turn_input(
         turn: dict[str, Any] = {"message": _text(raw["message"], "message", allow_empty=True)}
         if raw.get("id"):
             turn["id"] = _text(raw["id"], "id")
-        turn["at"] = parse_at(raw.get("at"), strict=False) or to_iso(now)
+        turn["at"] = parse_at(raw.get("at"), strict=False)
+        if not turn["at"]:
+            assert now is not None  # the caller passes `now` for a message without `at`
+            turn["at"] = to_iso(now)
         key = turn.get("id") or turn["at"]
     elif kind == "wake":
         turn = {"wake": _text(raw["wake"], "wake")}

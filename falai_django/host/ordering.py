@@ -49,7 +49,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from falai_django import conf
@@ -87,7 +87,7 @@ def is_parked(record: Any, now: datetime) -> bool:
             and record.next_attempt_at > now)
 
 
-def open_inputs(session_id: str, using: str | None = None):
+def open_inputs(session_id: str, using: str | None = None) -> QuerySet[TurnRecord]:
     """The conversation's open inputs, in the order they were received (index `falai_turn_open`)."""
     return (TurnRecord.objects.using(using).filter(conversation_id=session_id, status__in=OPEN)
             .exclude(kind=TurnRecord.Kind.WAKE).order_by("id"))

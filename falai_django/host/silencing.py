@@ -59,7 +59,7 @@ class HandoffError(ValueError):
     """The operation cannot run on this conversation (its message says why)."""
 
 
-def _update_metadata(session_id: str, change) -> Any:
+def _update_metadata(session_id: str, change: Callable[[dict[str, Any]], object]) -> Any:
     """Change `session.metadata` by compare-and-swap, replaying on a conflict."""
     store = conf.get_store()
     expected = 0
@@ -163,6 +163,7 @@ def give_back(session_id: str, *, by: Any = None, note: str = "", agent: Any = N
             desk_rows.mark(session_id, "give_back", by=by, text=note)
         started = []
         for run in runs:
+            assert handoff is not None  # runs is empty without a handoff in force
             start: dict[str, Any] = {"flow": run["flowId"], "key": resume_key(handoff, run)}
             if run.get("input") is not None:
                 start["input"] = run["input"]

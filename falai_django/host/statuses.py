@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from falai_django.engine.jstime import try_parse_iso
@@ -41,14 +41,19 @@ BATCH = 500
 
 
 class StatusReport(Protocol):
-    """What a channel reports (`channels.whatsapp.parse.Status` is one)."""
+    """What a channel reports (`channels.whatsapp.parse.Status` is one). Read-only members, so a
+    frozen dataclass is one."""
 
-    message_id: str
-    status: str
-    at: str | None
-    error: str
-    callback_data: str
-
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def at(self) -> str | None: ...
+    @property
+    def error(self) -> str: ...
+    @property
+    def callback_data(self) -> str: ...
     @property
     def recipients(self) -> list[str]: ...
 
@@ -71,7 +76,7 @@ class Kept:
         return cls(**{**fields, **found_by})
 
 
-def _rows(report: StatusReport | Kept):
+def _rows(report: StatusReport | Kept) -> QuerySet[History]:
     mine = Q(channel_message_id=report.message_id)
     if report.callback_data and report.recipients:
         mine |= Q(conversation_id__in=report.recipients, idempotency_key=report.callback_data)

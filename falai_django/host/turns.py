@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -131,7 +131,9 @@ def process(record: TurnRecord, *, agent: Any = None, context: Any = UNSET, send
     raise AssertionError("the host loop ended without a result")  # pragma: no cover
 
 
-def _observed_stream(record: TurnRecord, events: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+def _observed_stream(
+    record: TurnRecord, events: Generator[dict[str, Any], None, None]
+) -> Iterator[dict[str, Any]]:
     """`stream`'s events, each step run in the turn's scope (never across a yield: the reader's
     own code is not the turn's), and the turn counted once it ends. The reader's time between
     steps is not host time."""
@@ -427,7 +429,7 @@ def _turn_kwargs(record: TurnRecord, session: Any, history: list, context: Any, 
 
 def _run(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_inline: bool = False,
          inbox_first: bool = False, loaded: tuple[Any, list[dict[str, str]]] | None = None,
-         in_order: bool = True) -> Iterator[dict[str, Any]]:
+         in_order: bool = True) -> Generator[dict[str, Any], None, None]:
     """The loop: yields `{"delta"}` and `{"replay"}` while streaming, then `{"done", "host"}`.
 
     An input that waited for earlier ones (`ordering.wait_turn`) hands the inputs queued behind
@@ -467,7 +469,7 @@ def _wait_turn(record: TurnRecord, waited: list[bool]) -> HostResult | None:
 
 def _turn_loop(record: TurnRecord, *, agent: Any, context: Any, streaming: bool, send_inline: bool,
                inbox_first: bool, loaded: tuple[Any, list[dict[str, str]]] | None, ordered: bool,
-               waited: list[bool]) -> Iterator[dict[str, Any]]:
+               waited: list[bool]) -> Generator[dict[str, Any], None, HostResult]:
     agent = agent or conf.get_agent()
     store = conf.get_store()
     session_id = record.conversation_id
@@ -509,7 +511,7 @@ def _turn_loop(record: TurnRecord, *, agent: Any, context: Any, streaming: bool,
             if streaming:
                 # The conversation is marked only while the engine runs, never across a yield: a
                 # stream its reader abandons must not leave it set for whatever runs next.
-                result = None
+                result: Any = None  # the engine's TurnResult, from the stream's last chunk
                 chunks = agent.turn_stream(**kwargs)
                 while (chunk := _as_session(session_id, next, chunks, None, taped=taped)) is not None:
                     if chunk.get("done"):

@@ -29,6 +29,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
@@ -404,7 +405,12 @@ class Dispatcher:
         self.stop_event.wait(self.backoff.next())
 
 
-def requeue_wakes(*, session_ids: list[str] | None = None, agent: Any = None, progress=None) -> dict[str, int]:
+def requeue_wakes(
+    *,
+    session_ids: list[str] | None = None,
+    agent: Any = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> dict[str, int]:
     """Rebuild every pending wake from `agent.pending_wakes` (safe to run twice).
 
     Each returned wake is upserted as `pending` (a wake that fires twice is dropped as stale),

@@ -42,6 +42,9 @@ class Flow(models.Model):
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
     updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, verbose_name=_("changed by"), null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+", editable=False)
+    # Not a column: the spec check's warnings, set by flows.saving when the flow is cleaned (unset
+    # before that; only the annotation, no class attribute).
+    spec_warnings: list[str]
 
     class Meta:
         db_table = "falai_flow"

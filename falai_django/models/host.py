@@ -79,7 +79,7 @@ class Conversation(Session):
         ]
 
 
-class HistoryQuerySet(models.QuerySet):
+class HistoryQuerySet(models.QuerySet["History"]):
     def transcript(self, session_id: str) -> HistoryQuerySet:
         """What the engine sees as `history`: every item but sends that failed for good and
         messages the customer deleted."""
@@ -209,7 +209,7 @@ class EarlyStatus(models.Model):
         return f"{self.status}: {self.message_id}"
 
 
-class WakeQuerySet(models.QuerySet):
+class WakeQuerySet(models.QuerySet["Wake"]):
     def due(self, now) -> WakeQuerySet:
         """Pending wakes whose time has come, oldest first."""
         return self.filter(state=Wake.State.PENDING, at__lte=now).order_by("at")
@@ -225,7 +225,8 @@ class WakeQuerySet(models.QuerySet):
         """The wake ran (honoured or dropped as stale): it is done."""
         return self.filter(conversation_id=session_id, key=key).update(state=Wake.State.DONE, fired_at=at)
 
-    def upsert(self, session_id: str, entries) -> None:
+    # `self` spelled out: django-stubs' as_manager() copy otherwise leaves its model a type variable.
+    def upsert(self: WakeQuerySet, session_id: str, entries) -> None:
         """Schedule entries (`key`, `at`) as pending wakes; an existing key moves to the new time."""
         self.bulk_create(
             [Wake(conversation_id=session_id, key=entry.key, at=entry.at) for entry in entries],
@@ -307,6 +308,9 @@ class TurnRecord(models.Model):
     # Set on an input run in-line by its caller (the API, the desk) while it is `received`: the
     # workers draining the conversation wait for it instead of running it (host/ordering.py).
     claimed_until = models.DateTimeField(_("claimed until"), null=True, blank=True)
+    # Not a column: set by host.turns.load_session_and_history on the row it writes (the id of an
+    # earlier open input, or None). Unset otherwise; only the annotation, no class attribute.
+    waits_behind: int | None
 
     class Meta:
         db_table = "falai_turn"

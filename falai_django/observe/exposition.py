@@ -147,7 +147,7 @@ class _Snapshot:
                 family.add_metric(labels, value)
             yield family
         for name, (help_text, label_names, bounds) in metrics.HISTOGRAMS.items():
-            family = HistogramMetricFamily(name, help_text, labels=label_names)
+            histogram = HistogramMetricFamily(name, help_text, labels=label_names)
             for labels, total in self._series(name, f"{name}_sum", label_names):
                 buckets, running = [], 0.0
                 for bound in (*bounds, math.inf):
@@ -155,17 +155,17 @@ class _Snapshot:
                     bucket_labels = dict(zip(label_names, labels, strict=True), le=le)
                     running += self.rows.get(f"{name}_bucket", {}).get(metrics.series_key(bucket_labels), 0.0)
                     buckets.append((le, running))
-                family.add_metric(labels, buckets, sum_value=total)
-            yield family
+                histogram.add_metric(labels, buckets, sum_value=total)
+            yield histogram
         for name, help_text in GAUGES.items():
             value = self.gauges[name]
             if isinstance(value, dict):
-                family = GaugeMetricFamily(name, help_text, labels=["state"])
+                gauge = GaugeMetricFamily(name, help_text, labels=["state"])
                 for state, count in value.items():
-                    family.add_metric([state], count)
+                    gauge.add_metric([state], count)
             else:
-                family = GaugeMetricFamily(name, help_text, value=value)
-            yield family
+                gauge = GaugeMetricFamily(name, help_text, value=value)
+            yield gauge
 
     def _series(self, name: str, stored_as: str, label_names: tuple[str, ...]) -> list[tuple[list[str], float]]:
         """A family's series: what was counted, and its seeds at 0, in a stable order."""

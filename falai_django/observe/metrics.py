@@ -33,7 +33,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prometheus_client.utils import floatToGoString
@@ -214,7 +214,8 @@ def _today() -> str:
 
 
 def turn_finished(kind: str, status: str, replays: int, host_s: float) -> None:
-    items = [(("falai_turns_total", _series_key((("kind", kind), ("status", status)))), 1.0)]
+    items: list[tuple[tuple[str, ...], float]] = [
+        (("falai_turns_total", _series_key((("kind", kind), ("status", status)))), 1.0)]
     if replays:
         items.append((("falai_turn_replays_total", ""), float(replays)))
     items += _histogram("falai_turn_duration_seconds", host_s, (), TURN_BUCKETS)
@@ -324,7 +325,8 @@ def _write(taken: dict[tuple[str, ...], float], alias: str) -> None:
             _add(DailyTotal, ("day", "name", "labels"), daily, alias)
 
 
-def _add(model: Any, key_fields: tuple[str, ...], rows: list[tuple[tuple[str, ...], float]], alias: str) -> None:
+def _add(model: Any, key_fields: tuple[str, ...],
+         rows: Sequence[tuple[tuple[str | datetime.date, ...], float]], alias: str) -> None:
     """Add each row's amount to its series' `value` (a new series starts at it): one upsert per
     300 rows on PostgreSQL and SQLite, an UPDATE-else-INSERT elsewhere."""
     from django.db import connections

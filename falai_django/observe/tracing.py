@@ -25,9 +25,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from falai_django import conf
+
+if TYPE_CHECKING:
+    from contextvars import Token
+
+    from opentelemetry.context import Context
 
 try:  # optional: tracing is off without it
     from opentelemetry import context as otel_context
@@ -103,7 +108,7 @@ class activate:  # noqa: N801 - used as a context manager, like contextlib's
 
     def __init__(self, span: Any) -> None:
         self.span = span
-        self.token = None
+        self.token: Token[Context] | None = None
 
     def __enter__(self) -> None:
         if self.span is not None:

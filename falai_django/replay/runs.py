@@ -16,6 +16,7 @@ shows how long it has made no progress (`stalled`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -134,7 +135,7 @@ def input_label(turn: dict[str, Any]) -> str:
 
 
 def _fail(run_id: int, reason: str, mine: Any = None) -> str:
-    run = ReplayRun.objects.filter(pk=run_id).values("flow_id", "version").first() or {}
+    run: Mapping[str, Any] = ReplayRun.objects.filter(pk=run_id).values("flow_id", "version").first() or {}
     logger.error("falai: replay %s of flow %s v%s failed: %s", run_id, run.get("flow_id"), run.get("version"), reason)
     rows = mine if mine is not None else ReplayRun.objects.filter(pk=run_id)
     if not rows.update(state=ReplayRun.State.FAILED, error=reason, finished_at=timezone.now()):

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -48,7 +49,8 @@ def case_of(session_id: str) -> dict[str, Any]:
     lines = list(History.objects.transcript(session_id).order_by("id").values_list("id", "role", "content", "turn_id",
                                                                                "kind"))
     transcript = _Transcript(lines)
-    turns, data = [], {}
+    turns: list[dict[str, Any]] = []
+    data: dict[str, Any] | None = {}  # None: unknown from here on
     for row in rows:
         if row["status"] not in _FINISHED:
             continue
@@ -91,7 +93,7 @@ class _Transcript:
         return first if first is not None else bisect.bisect_left(self.turn_ids, turn_id)
 
 
-def _case_turn(row: dict[str, Any], transcript: _Transcript) -> dict[str, Any]:
+def _case_turn(row: Mapping[str, Any], transcript: _Transcript) -> dict[str, Any]:
     stored = row["input"] or {}
     kept = row["recording"]
     turn: dict[str, Any] = {"input_key": row["input_key"], "kind": row["kind"], "turn": dict(stored.get("turn") or {})}

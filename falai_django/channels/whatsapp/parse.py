@@ -251,12 +251,12 @@ def _read_message(message: dict[str, Any], metadata: dict[str, Any], known: dict
     details = _details(kind, wamid, sender, metadata, message)
     if kind in ("edit", "revoke"):
         change = _as_dict(message.get(kind))
-        text = ""
+        now_reads = ""
         if kind == "edit":  # the message as it reads now: the same shapes as a new one
             edited = _as_dict(change.get("message"))
             details["type"] = str(edited.get("type") or "")
-            text = _text_of(details["type"], edited, details) or ""
-        batch.notes.append(Note(session_id=session_id, id=wamid, at=at, kind=kind, text=text,
+            now_reads = _text_of(details["type"], edited, details) or ""
+        batch.notes.append(Note(session_id=session_id, id=wamid, at=at, kind=kind, text=now_reads,
                                 original_id=str(change.get("original_message_id") or ""),
                                 context=details if kind == "edit" else {}))
         return
