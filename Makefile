@@ -29,14 +29,15 @@ services:
 run: install
 	$(BIN)/python scripts/run_demo.py
 
-test: install-dev
+test: lint
 	@bash scripts/services.sh || test "$$CI" != "true"
 	@bash scripts/ensure_chromium.sh || test "$$CI" != "true"
-	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# ruff, then mypy on the package as pyproject.toml's [tool.mypy] configures it (0 errors)
 lint: install-dev
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 bench: install-dev
 	@bash scripts/services.sh

@@ -119,8 +119,8 @@ class _Answer503:
     """Authentication reads the database: while it is away, a 503 like the API's, not a 500 page."""
 
     def handle_exception(self, exc: Exception) -> Any:
-        refused = outages.refusal(self.request, exc)  # type: ignore[attr-defined]
-        return refused if refused is not None else super().handle_exception(exc)  # type: ignore[misc]
+        refused = outages.refusal(self.request, exc)  # type: ignore[attr-defined]  # a mixin: the view's request
+        return refused if refused is not None else super().handle_exception(exc)  # type: ignore[misc]  # the view's, after this mixin
 
 
 class SchemaView(_Answer503, SpectacularAPIView):

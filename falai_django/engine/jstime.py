@@ -74,7 +74,7 @@ def ms_to_iso(ms: int | float) -> str:
     return from_ms(ms).isoformat(timespec="milliseconds")[:23] + "Z"
 
 
-def try_parse_iso(text: str) -> datetime | None:
+def try_parse_iso(text: object) -> datetime | None:
     """`Date.parse` for ISO text: an aware UTC datetime at millisecond precision, or None."""
     if not isinstance(text, str):
         return None

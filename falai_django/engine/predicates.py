@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .errors import FlowConfigurationError
 from .fields import UNSET, deep_equal, is_known, strict_equal
@@ -106,8 +106,11 @@ class DefinitionLike:
 
     __slots__ = ()
 
+    if TYPE_CHECKING:  # the dataclass this is mixed into has them
+        __dataclass_fields__: ClassVar[dict[str, Any]]
+
     def keys(self) -> list[str]:
-        return [name for name in self.__dataclass_fields__ if getattr(self, name) is not None]  # type: ignore[attr-defined]
+        return [name for name in self.__dataclass_fields__ if getattr(self, name) is not None]
 
     def __getitem__(self, key: str) -> Any:
         if key not in self.keys():
@@ -124,7 +127,7 @@ class DefinitionLike:
         if isinstance(other, Mapping):
             return {k: self[k] for k in self.keys()} == dict(other)
         if type(other) is type(self):
-            return all(getattr(self, n) == getattr(other, n) for n in self.__dataclass_fields__)  # type: ignore[attr-defined]
+            return all(getattr(self, n) == getattr(other, n) for n in self.__dataclass_fields__)
         return NotImplemented
 
     __hash__ = object.__hash__

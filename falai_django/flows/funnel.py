@@ -131,17 +131,11 @@ def _live_runs(conversation_of: Mapping[str, str]) -> tuple[dict[str, Mapping[st
     return out, silenced
 
 
-def _time_of(line: Mapping[str, Any]) -> datetime | None:
-    """A run-log line's `at`, parsed (None: no time, or not ISO text)."""
-    at = line.get("at")
-    return try_parse_iso(at) if isinstance(at, str) else None
-
-
 def _step_times(lines: list[Mapping[str, Any]], durations: dict[str, list[float]]) -> None:
     """Seconds from the first line on a step to the first line on the next step, per visit."""
     current, entered = None, None
     for line in lines:
-        step, at = line.get("stepId"), _time_of(line)
+        step, at = line.get("stepId"), try_parse_iso(line.get("at"))
         if not step or at is None or step == current:
             continue
         if current is not None and entered is not None:
@@ -156,7 +150,7 @@ def _ending(ended: Mapping[str, Any] | None, lines: list[Mapping[str, Any]], now
     last = lines[-1] if lines else None
     if silenced or (last is not None and last.get("code") == "silenced"):
         return "silenced"
-    at = _time_of(last) if last is not None else None
+    at = try_parse_iso(last.get("at")) if last is not None else None
     if at is None or now - at >= ABANDONED_AFTER:
         return "abandoned"
     return "in_progress"

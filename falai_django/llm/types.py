@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from .errors import ProviderError
 from .pump import iterate_in_thread
@@ -21,10 +21,12 @@ class _Readable:
     provider written against the TypeScript shapes (`input["parameters"]["schemaName"]`) works."""
 
     _ALIASES: dict[str, str] = {}
+    if TYPE_CHECKING:  # the dataclass this is mixed into has them
+        __dataclass_fields__: ClassVar[dict[str, Any]]
 
     def __getitem__(self, key: str) -> Any:
         name = self._ALIASES.get(key, key)
-        if name not in self.__dataclass_fields__:  # type: ignore[attr-defined]
+        if name not in self.__dataclass_fields__:
             raise KeyError(key)
         return getattr(self, name)
 
@@ -35,7 +37,7 @@ class _Readable:
             return default
 
     def __contains__(self, key: object) -> bool:
-        fields = self.__dataclass_fields__  # type: ignore[attr-defined]
+        fields = self.__dataclass_fields__
         return isinstance(key, str) and self._ALIASES.get(key, key) in fields
 
 

@@ -39,7 +39,7 @@ try:  # optional: tracing is off without it
     from opentelemetry import trace
     from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, SpanKind, StatusCode
 except ImportError:  # pragma: no cover - exercised by installs without the extra
-    trace = None  # type: ignore[assignment]
+    trace = None  # type: ignore[assignment]  # the module or None: every reader checks `trace is None` first
 
 logger = logging.getLogger("falai_django.tracing")
 

@@ -230,7 +230,7 @@ def redacted(error: ProviderError, secret: str) -> ProviderError:
         code=error.code, retry_after_ms=error.retry_after_ms, reset_at_ms=error.reset_at_ms, window=error.window,
         should_retry=error.should_retry, body=body.replace(secret, "[redacted]") if body else error.body,
     )
-    clean.redacted = True  # type: ignore[attr-defined]
+    clean.redacted = True  # type: ignore[attr-defined]  # reraise()'s private mark, not a ProviderError field
     return clean
 
 

@@ -174,6 +174,17 @@ def test_make_run_installs_the_runtime_and_its_server_and_make_test_adds_the_dev
     assert "pip install -q -e '.[serve]'\n" in test and "pip install -q -e '.[dev]'" in test
 
 
+def test_make_lint_and_make_test_type_check_the_package_before_the_tests(make_dir):
+    # CI runs `make test`: a mypy error fails it before a single test runs
+    for target in ("lint", "test"):
+        out = dry(make_dir, target)
+        assert ".venv/bin/ruff check .\n" in out and ".venv/bin/mypy\n" in out, out
+    test = dry(make_dir, "test")
+    assert test.index(".venv/bin/mypy") < test.index("-m pytest")
+    assert "[mypy-" not in (ROOT / "pyproject.toml").read_text()  # one config: pyproject's [tool.mypy]
+    assert not any((ROOT / name).exists() for name in ("mypy.ini", ".mypy.ini", "setup.cfg"))
+
+
 def test_make_run_stops_with_a_sentence_when_the_checks_fail(monkeypatch, capsys, keep_signal_handlers):
     import importlib.util
 
