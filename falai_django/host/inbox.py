@@ -20,6 +20,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from falai_django import conf
+from falai_django.engine.results import TurnResult
 from falai_django.host.inputs import UNSET, TurnInput, parse_turn_input
 from falai_django.host.jobs import enqueue_turn
 from falai_django.models import TurnRecord, Wake
@@ -35,7 +36,7 @@ class HostResult:
     session_id: str
     status: str  # a TurnRecord.Status value: done | unchanged | retry | failed
     changed: bool = False
-    result: Any = None
+    result: TurnResult | None = None
     replays: int = 0
     version: int | None = None
     error: str = ""
