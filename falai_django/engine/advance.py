@@ -35,10 +35,9 @@ def resume(state: TurnState, check_branches: bool) -> Run | None:
     top.status = "asking"
     top.suspended_at = None
     if check_branches and state.kind == "message":
-        flow = state.flow_of(top)
-        step = flow.step(top.step_id) if flow is not None else None
-        if flow is not None and step is not None and step.kind == "talk":
-            fire_branch(state, top, flow, step, None)
+        place = state.place(top)
+        if place is not None and place[1].kind == "talk":
+            fire_branch(state, top, *place, None)
     return top
 
 

@@ -104,10 +104,9 @@ def decide(state: TurnState, understanding: Understanding | None) -> None:
     if asker is not None:
         asker = state.current(asker)
     if asker is not None and state.is_live(asker) and asker.status == "asking":
-        asker_flow = state.flow_of(asker)
-        step = asker_flow.step(asker.step_id) if asker_flow is not None else None
-        if asker_flow is not None and step is not None and step.kind == "talk":
-            fire_branch(state, asker, asker_flow, step, u)
+        place = state.place(asker)
+        if place is not None and place[1].kind == "talk":
+            fire_branch(state, asker, *place, u)
 
 
 def write_field(state: TurnState, slug: str, value: Any) -> None:

@@ -54,9 +54,11 @@ def resolve_reply_waits(state: TurnState) -> None:
         waiting = run.waiting
         if run.status != "waiting" or waiting is None or waiting.kind != "timer" or run.step_id is None:
             continue
-        flow = state.flow_of(run)
-        step = flow.step(run.step_id) if flow is not None else None
-        if flow is None or step is None or step.kind != "wait" or step.else_ is None:
+        place = state.place(run)
+        if place is None:
+            continue
+        flow, step = place
+        if step.kind != "wait" or step.else_ is None:
             continue
         run = state.own(run)
         run.status = "running"
@@ -97,10 +99,10 @@ def _run_wake(state: TurnState, key: str) -> None:
     state.floor_run_id = run.id
     if run.step_id is None:
         return
-    flow = state.flow_of(run)
-    step = flow.step(run.step_id) if flow is not None else None
-    if flow is None or step is None:
+    place = state.place(run)
+    if place is None:
         return
+    flow, step = place
     if step.kind == "wait":
         replied = step.else_ is not None and state.lead_wrote_since(flow, set_at)
         target = step.else_ if replied else step.then
@@ -150,10 +152,10 @@ def _ingest_event(state: TurnState) -> None:
         run = state.own(run)
         run.status = "running"
         run.waiting = None
-        flow = state.flow_of(run)
-        step = flow.step(run.step_id) if flow is not None else None
-        if flow is None or step is None:
+        place = state.place(run)
+        if place is None:
             continue
+        flow, step = place
         state.line(run, "wait", "ok", "event-arrived", next=state.label(step.then))
         if not state.floor_from_ingest:
             state.floor_run_id = run.id

@@ -24,7 +24,7 @@ from typing import Any
 
 from . import keys
 from .fields import UNSET
-from .flows import Flow, Next, Trigger
+from .flows import Flow, Next, Step, Trigger
 from .index import AgentIndex, agent_index
 from .jstime import from_ms, iso_to_ms, to_iso, to_ms
 from .outcomes import OUTCOME_MESSAGES
@@ -133,6 +133,12 @@ class TurnState:
     def flow_of(self, run: Run) -> Flow | None:
         return self.index.by_id.get(run.flow_id)
 
+    def place(self, run: Run) -> tuple[Flow, Step] | None:
+        """The run's flow and the step it is on, or None when either is gone from the agent."""
+        flow = self.flow_of(run)
+        step = flow.step(run.step_id) if flow is not None else None
+        return None if flow is None or step is None else (flow, step)
+
     def own(self, run: Run) -> Run:
         """The turn's own copy of `run`, made (and put in the working session) on its first change."""
         if id(run) not in self.theirs:
@@ -225,9 +231,8 @@ class TurnState:
         return target.step
 
     def current_kind(self, run: Run) -> str:
-        flow = self.flow_of(run)
-        step = flow.step(run.step_id) if flow is not None else None
-        return step.outcome_kind if step is not None else "if"
+        place = self.place(run)
+        return place[1].outcome_kind if place is not None else "if"
 
     def line(
         self,
