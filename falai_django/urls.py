@@ -1,6 +1,6 @@
 """Include under one prefix: `path("falai/", include("falai_django.urls"))`."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from falai_django.api import flows, health, schema, views
 from falai_django.api.auth import CanDriveConversations
@@ -19,8 +19,10 @@ urlpatterns = [
     path("sessions/<str:session_id>/starts", views.StartView.as_view(), name="start"),
     path("sessions/<str:session_id>/silence", views.SilenceView.as_view(), name="silence"),
     path("sessions/<str:session_id>/unsilence", views.UnsilenceView.as_view(), name="unsilence"),
-    path("flows/<slug:flow_id>", flows.FlowView.as_view(), name="flow"),
-    path("flows/<slug:flow_id>/funnel", flows.FunnelView.as_view(), name="flow-funnel"),
+    path("flows", flows.FlowListView.as_view(), name="flows"),
+    # Any id reaches the view, which answers the documented JSON 404 (or 400) for one that is no slug.
+    path("flows/<str:flow_id>", flows.FlowView.as_view(), name="flow"),
+    path("flows/<str:flow_id>/funnel", flows.FunnelView.as_view(), name="flow-funnel"),
     path("playground/", include("falai_django.playground.urls")),
     path("whatsapp/webhook", whatsapp_webhook, name="whatsapp-webhook"),
     path("health/live", health.live, name="health-live"),
@@ -29,6 +31,8 @@ urlpatterns = [
     path("schema", schema.SchemaView.as_view(permission_classes=[CanDriveConversations],
                                              authentication_classes=views._authentication_classes()),
          name="schema"),
+    # Under the API's own prefixes, a path no pattern takes is a JSON 404, like every API answer.
+    re_path(r"^(?:sessions|flows)/", views.not_found, name="api-not-found"),
     path("docs/", schema.DocsView.as_view(permission_classes=[CanDriveConversations],
                                           authentication_classes=views._authentication_classes()),
          name="docs"),

@@ -60,11 +60,16 @@ class WebhookClient(ServiceClient):
 
 
 class WebhookSignatureAuthentication(authentication.BaseAuthentication):
-    """HMAC-signed webhooks. Requests without the signature header are left to other classes."""
+    """HMAC-signed webhooks. Requests without either header are left to other classes; one with
+    a timestamp but no signature is refused (401), not quietly read as unsigned."""
 
     def authenticate(self, request):
         signature = request.headers.get(SIGNATURE_HEADER)
         if signature is None:
+            if request.headers.get(TIMESTAMP_HEADER):  # half a signature is a mistake to hear about
+                raise exceptions.AuthenticationFailed(
+                    _("A signed webhook sends both %(ts)s and %(sig)s; this request has no %(sig)s.")
+                    % {"ts": TIMESTAMP_HEADER, "sig": SIGNATURE_HEADER})
             return None
         secret = conf.get("WEBHOOK_SECRET")
         if not secret:

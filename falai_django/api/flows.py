@@ -1,5 +1,6 @@
 """The flows API (issue 16): read and save a stored flow, and where customers drop out.
 
+    GET  flows                      the stored flows (no specs), by position
     GET  flows/<id>                 the stored flow (404 when there is none)
     PUT  flows/<id>                 {spec, name?, enabled?, position?}: checked like the admin's
                                     form; a bad spec is a 400 naming the flow and step, nothing saved;
@@ -13,19 +14,22 @@ funnel is open to whoever may drive conversations.
 
 from __future__ import annotations
 
+import re
 from datetime import date, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import permissions, serializers
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from falai_django import conf
-from falai_django.api.schema import answers
+from falai_django.api import shapes
+from falai_django.api.schema import answers, extend_method_schema
+from falai_django.api.serializers import Text, text_problem
 from falai_django.api.views import FalaiView
 from falai_django.flows import funnel
 from falai_django.flows.saving import one_id
@@ -48,40 +52,93 @@ def _flow_json(flow: Flow) -> dict[str, Any]:
             "updated_by": flow.updated_by.get_username() if flow.updated_by is not None else None}
 
 
-_FLOW_BODY = inline_serializer("FlowInput", {
-    "spec": serializers.JSONField(help_text="The FlowSpec; its `id` is the flow's id (left out, the URL's goes in)."),
-    "name": serializers.CharField(required=False, help_text="Default: the spec's own `name`."),
-    "enabled": serializers.BooleanField(required=False),
-    "position": serializers.IntegerField(required=False),
-    "note": serializers.CharField(required=False, help_text="Kept with the saved version."),
-})
+class FlowSpecField(serializers.JSONField):
+    """A FlowSpec: a JSON object (its schema: `schema_hooks.FlowSpecExtension`)."""
 
 
-@extend_schema(tags=["flows"], request=_FLOW_BODY, responses=answers(
-    {200: (dict, "The stored flow (after a PUT: the version just saved, and `warnings`).")},
-    errors={404: "No stored flow with this id (GET)."}))
+class FlowInputSerializer(serializers.Serializer):
+    """`PUT flows/<id>`'s body, for the schema (the view checks each value, strictly by type)."""
+
+    spec = FlowSpecField()
+    name = Text(max_length=255, required=False, allow_blank=True, help_text=_("Default: the spec's own `name`."))
+    enabled = serializers.BooleanField(required=False)
+    position = serializers.IntegerField(required=False, min_value=shapes.INT32["minimum"],
+                                        max_value=shapes.INT32["maximum"])
+    note = Text(required=False, allow_blank=True,
+                help_text=_("Kept with the saved version (its first 255 characters)."))
+
+
+_EXAMPLE_SPEC = {"spec": {"name": "Greeting", "steps": [{"id": "hello", "say": "Hello! How can I help?"}]},
+                 "enabled": False, "note": "first draft"}
+# A flow id as Django's `slug` converter reads it (what `SlugField` stores): any other id has no flow.
+_FLOW_ID = OpenApiParameter("flow_id", {"type": "string", "maxLength": 255, "pattern": shapes.SLUG},
+                            OpenApiParameter.PATH, description="A flow's id (a slug).")
+
+
+def _is_flow_id(flow_id: str) -> bool:
+    return len(flow_id) <= 255 and re.fullmatch(r"[-a-zA-Z0-9_]+", flow_id, re.ASCII) is not None
+
+
+_FLOW_LIST = answers(
+    {200: (inline_serializer("FlowList", {
+        "count": serializers.IntegerField(),
+        "results": serializers.ListField(child=serializers.DictField(), help_text=(
+            "id, name, enabled, position, version, updated_at, updated_by: the stored flows by position.")),
+    }), "The stored flows (their specs: GET flows/{flow_id}).")})
+
+
+@extend_schema(tags=["flows"])
+class FlowListView(FalaiView):
+    """The stored flows, by position (without their specs)."""
+
+    permission_classes = [CanManageFlows]
+
+    @extend_method_schema(operation_id="flows_list", responses=_FLOW_LIST)
+    def get(self, request: Any) -> Response:
+        flows = [{k: v for k, v in _flow_json(flow).items() if k != "spec"}
+                 for flow in Flow.objects.order_by("position", "id").select_related("updated_by")]
+        return Response({"count": len(flows), "results": flows})
+
+
+@extend_schema(tags=["flows"], parameters=[_FLOW_ID])
 class FlowView(FalaiView):
     """A stored flow: read it, or save a new version."""
 
     permission_classes = [CanManageFlows]
 
+    @extend_method_schema(responses=answers({200: (dict, "The stored flow.")},
+                                            errors={404: "No stored flow with this id."}))
     def get(self, request: Any, flow_id: str) -> Response:
+        if not _is_flow_id(flow_id):
+            raise NotFound(_("No stored flow with this id."))
         flow = Flow.objects.filter(pk=flow_id).select_related("updated_by").first()
         if flow is None:
             raise NotFound(_("No stored flow with this id."))
         return Response(_flow_json(flow))
 
+    @extend_method_schema(request=FlowInputSerializer, examples=[OpenApiExample("A greeting", value=_EXAMPLE_SPEC,
+                                                                      request_only=True)],
+                          responses=answers({200: (dict, "The version just saved, and `warnings`.")}))
     def put(self, request: Any, flow_id: str) -> Response:
         body = request.data
         if not isinstance(body, dict):
             raise ValidationError({"detail": [_("The body is a JSON object.")]})
+        if not _is_flow_id(flow_id):
+            raise ValidationError({"flow_id": [_("A flow id is a slug: letters, digits, - and _, at most 255.")]})
         flow = Flow.objects.filter(pk=flow_id).first()
         needed = "falai_django.change_flow" if flow is not None else "falai_django.add_flow"
         if not request.user.has_perm(needed):
             raise PermissionDenied(_("You need the permission %(p)s.") % {"p": needed})
         flow = flow or Flow(id=flow_id)
+        problems = {name: [problem] for name, value in body.items() if (problem := text_problem(value))}
+        if problems:  # PostgreSQL stores no NUL in text or jsonb: refused here, with its field
+            raise ValidationError(problems)
         if "spec" not in body:
             raise ValidationError({"spec": [_("This field is required.")]})
+        if not isinstance(body["spec"], dict):
+            raise ValidationError({"spec": [_("The spec is a JSON object (a FlowSpec).")]})
+        if "note" in body and not isinstance(body["note"], str):
+            raise ValidationError({"note": [_("Must be a %(t)s.") % {"t": "str"}]})
         flow.spec = one_id(flow_id, body["spec"])[1]  # the URL says the id: the spec may leave it out
         for name, kind in (("name", str), ("enabled", bool), ("position", int)):
             if name in body:
@@ -99,28 +156,48 @@ class FlowView(FalaiView):
         return Response({**_flow_json(flow), "warnings": list(getattr(flow, "spec_warnings", []))})
 
 
+# The days a funnel reads: 1970 to 9899, written YYYY-MM-DD (the day after `until` and the 30
+# days before it stay in range).
+_DAY = r"^\d{4}-\d{2}-\d{2}$"
+_FIRST_DAY, _LAST_DAY = date(1970, 1, 1), date(9899, 12, 31)
+_DAY_SCHEMA = {"type": "string", "format": "date", "pattern": shapes.ISO_TIME[:shapes.ISO_TIME.index("T")] + "$"}
+
+
 def _date(request: Any, name: str, default: date) -> date:
     text = request.query_params.get(name)
-    if not text:
+    if text is None:
         return default
     try:
-        return date.fromisoformat(text)
+        day = date.fromisoformat(text) if re.fullmatch(_DAY, text, re.ASCII) else None
     except ValueError:
-        raise ValidationError({name: [_("A date written YYYY-MM-DD.")]}) from None
+        day = None
+    if day is None or not _FIRST_DAY <= day <= _LAST_DAY:
+        raise ValidationError({name: [_("A date written YYYY-MM-DD, from 1970-01-01 to 9899-12-31.")]})
+    return day
 
 
-@extend_schema(tags=["flows"], responses=answers(
+_DAY_PARAMS = [
+    OpenApiParameter("since", {**_DAY_SCHEMA}, description="The first day (default: 30 days before until). Not "
+                     "after until: a 400 says so."),
+    OpenApiParameter("until", {**_DAY_SCHEMA}, description="The last day (default: today)."),
+]
+
+
+@extend_schema(tags=["flows"], parameters=[_FLOW_ID, *_DAY_PARAMS], responses=answers(
     {200: (dict, "started, steps (reached, max_asks, median_seconds), fields (runs, asks), max_asks, ended.")},
-    errors={404: "No flow with this id: neither stored nor on the agent."}))
+    errors={400: "A day not written YYYY-MM-DD, out of 1970 to 9899, or since after until.",
+            404: "No flow with this id: neither stored nor on the agent."}))
 class FunnelView(FalaiView):
     """Where customers drop out of a flow, from the run log."""
 
     def get(self, request: Any, flow_id: str) -> Response:
         today = timezone.localdate()
         until = _date(request, "until", today)
-        since = _date(request, "since", until - timedelta(days=30))
+        since = _date(request, "since", max(_FIRST_DAY, until - timedelta(days=30)))
         if since > until:
             raise ValidationError({"since": [_("since comes after until.")]})
+        if not _is_flow_id(flow_id):
+            raise NotFound(_("No flow with this id."))
         stored = Flow.objects.filter(pk=flow_id).values_list("spec", flat=True).first()
         spec = stored
         if spec is None:

@@ -26,6 +26,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
 
+from falai_django.api import schema_hooks  # the field extensions register on import
 from falai_django.api.auth import SIGNATURE_HEADER, TIMESTAMP_HEADER
 from falai_django.host import outages
 
@@ -73,6 +74,27 @@ class FalaiAutoSchema(AutoSchema):
         path = re.sub(r"\{[\w\-]+\}", "", path)
         return [token for token in path.strip("/").split("/") if token]
 
+    def get_auth(self) -> list[dict[str, Any]]:
+        """A person's credentials first; the signed webhook's header pair last, and only where the
+        server takes it (`FALAI["WEBHOOK_SECRET"]` set: without one, a signed request is a 401)."""
+        from falai_django import conf
+        from falai_django.api.auth import WebhookSignatureAuthentication
+
+        view = self.view
+        if not conf.get("WEBHOOK_SECRET"):
+            kept = [a for a in view.get_authenticators() if not isinstance(a, WebhookSignatureAuthentication)]
+            view.get_authenticators = lambda: kept  # type: ignore[method-assign]  # for this generation only
+        try:
+            return sorted(super().get_auth(), key=schema_hooks.is_webhook)
+        finally:
+            view.__dict__.pop("get_authenticators", None)
+
+    def get_operation(self, *args: Any, **kwargs: Any) -> Any:
+        operation = super().get_operation(*args, **kwargs)
+        if operation is not None:
+            schema_hooks.add_links(operation, self.method.lower(), self.path.removeprefix(mount_path()))
+        return operation
+
 
 def extend_method_schema(**kwargs: Any) -> Any:
     """`extend_schema` for one method of a view with several: drf-spectacular builds a method's
@@ -111,6 +133,9 @@ SETTINGS = {
     "DESCRIPTION": "Drive conversations: inputs, state, handoff.",
     "VERSION": "1",
     "PREPROCESSING_HOOKS": ["falai_django.api.schema._only_falai"],
+    # 3.1: JSON Schema 2020-12, whose `propertyNames` says what object keys may hold (no NUL);
+    # a project's export is in the version its SPECTACULAR_SETTINGS choose (shapes.for_version)
+    "OAS_VERSION": "3.1.0",
     "SCHEMA_PATH_PREFIX_TRIM": False,  # full paths, whatever the project's SPECTACULAR_SETTINGS say
 }
 

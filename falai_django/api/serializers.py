@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext_lazy as _
@@ -9,6 +10,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from falai_django import conf
+from falai_django.api import shapes
+from falai_django.api.shapes import ISO_TIME, NO_NUL, NOT_BLANK
 from falai_django.host.conversations import STATUSES
 from falai_django.host.inputs import (
     HANDOFF_MODES,
@@ -21,13 +24,7 @@ from falai_django.host.inputs import (
 )
 
 
-@extend_schema_field({"oneOf": [
-    {"type": "string", "minLength": 1, "description": "The reason: the assistant says nothing."},
-    {"type": "object", "required": ["reason"], "additionalProperties": False, "properties": {
-        "reason": {"type": "string", "minLength": 1},
-        "understand": {"type": "boolean", "description": "Fields keep landing while silent."},
-        "skip": {"type": "boolean", "description": "Talk and say steps are skipped; do steps still run."}}},
-]})
+@extend_schema_field(shapes.SILENCED)
 class SilencedField(serializers.Field):
     """`silenced`: a reason string, or `{reason, understand?: bool, skip?: bool}`."""
 
@@ -57,6 +54,53 @@ class SilencedField(serializers.Field):
 
     def to_representation(self, value: Any) -> Any:
         return value
+
+
+class Text(serializers.CharField):
+    """A text field of the API: kept as sent (no trimming), never empty unless `allow_blank`, no
+    NUL; `pattern` (a regular expression, read as JSON Schema reads one) is also what the schema
+    says, so a schema-valid value is an accepted one."""
+
+    default_error_messages = {"pattern": _("Must match %(pattern)s.")}
+
+    def __init__(self, *, pattern: str = NO_NUL, pattern_message: Any = None, schema_pattern: str | None = None,
+                 **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        self.pattern = pattern
+        self.pattern_message = pattern_message
+        # What the schema promises, when it is narrower than what the server takes (`at`: the
+        # RFC 3339 form; the server also reads the other ISO 8601 forms the engine reads).
+        self.schema_pattern = schema_pattern or pattern
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):  # DRF's own field takes 5 as "5": the schema says text
+            self.fail("invalid")
+        value = super().to_internal_value(data)
+        if value and not re.search(self.pattern, value):  # as a JSON Schema validator reads it
+            if problem := text_problem(value):  # NUL, or a lone surrogate: say which
+                raise serializers.ValidationError(problem)
+            raise serializers.ValidationError(self.pattern_message or self.error_messages["pattern"]
+                                              % {"pattern": self.pattern})
+        return value
+
+
+class FlowName(Text):
+    """One of the running agent's flows (the schema's enum: `schema_hooks.FlowNameExtension`)."""
+
+
+class EventName(Text):
+    """One of the running agent's events (the schema's enum: `schema_hooks.EventNameExtension`)."""
+
+
+class WholeNumber(serializers.IntegerField):
+    """A JSON whole number: text ("5") and true/false are refused, as the schema's `integer` says
+    (DRF's own field reads "5" as 5)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, str | bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
 
 
 def text_problem(value: Any) -> str | None:
@@ -119,9 +163,14 @@ class ClaimsField(_ShapeField):
     check = staticmethod(check_claims)
 
 
+class JSONValueField(serializers.JSONField):
+    """Any JSON value but null (null is refused: leave the field out); its schema is
+    `schema_hooks.JSONValueExtension`'s."""
+
+
 class _Common(StorableTextMixin, serializers.Serializer):
     silenced = SilencedField(required=False, allow_null=True, help_text=_("Why the assistant must not speak now."))
-    context = serializers.JSONField(  # type: ignore[assignment]  # a declared field (DRF's metaclass takes it), not the property
+    context = JSONValueField(  # type: ignore[assignment]  # a declared field (DRF's metaclass takes it), not the property
         required=False, help_text=_("Per-turn data the flows read."))
     anchors = AnchorsField(required=False, allow_null=True,
                            help_text=_("Host anchors by name: {name: {key, lastInboundAt?}}."))
@@ -153,9 +202,9 @@ class _Common(StorableTextMixin, serializers.Serializer):
 
 
 class MessageInputSerializer(_Common):
-    text = serializers.CharField(max_length=20000, trim_whitespace=False, help_text=_("What the customer wrote."))
-    id = serializers.CharField(max_length=255, required=False, help_text=_("The channel's message id."))
-    at = serializers.CharField(required=False, max_length=64,
+    text = Text(max_length=20000, help_text=_("What the customer wrote."))
+    id = Text(max_length=255, required=False, help_text=_("The channel's message id."))
+    at = Text(required=False, max_length=64, schema_pattern=ISO_TIME,
                                help_text=_("When the customer wrote it (ISO 8601, e.g. 2026-09-24T10:00:00Z)."))
 
     def validate_at(self, value: str) -> str:
@@ -177,7 +226,7 @@ class MessageInputSerializer(_Common):
 
 
 class WakeInputSerializer(_Common):
-    key = serializers.CharField(max_length=1024, help_text=_("The key of a scheduled wake of this conversation."))
+    key = Text(max_length=1024, help_text=_("The key of a scheduled wake of this conversation."))
 
     def turn_input(self) -> dict[str, Any]:
         return {"wake": self.validated_data["key"]}
@@ -189,10 +238,10 @@ def _known(kind: str, names: list[str]) -> str:
 
 
 class EventInputSerializer(_Common):
-    event = serializers.CharField(max_length=255, help_text=_("One of the agent's events (a 400 names them)."))
-    key = serializers.CharField(max_length=1024, help_text=_("Your idempotency key for this event."))
-    payload = serializers.JSONField(required=False)
-    hop = serializers.IntegerField(min_value=0, required=False)
+    event = EventName(max_length=255, help_text=_("One of the agent's events (a 400 names them)."))
+    key = Text(max_length=1024, help_text=_("Your idempotency key for this event."))
+    payload = JSONValueField(required=False, help_text=_("What the event carries (any JSON but null)."))
+    hop = WholeNumber(min_value=0, required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)  # unstorable text first: it is the body's own problem
@@ -212,11 +261,11 @@ class EventInputSerializer(_Common):
 
 
 class StartInputSerializer(_Common):
-    flow = serializers.CharField(max_length=255, help_text=_("One of the agent's flows (a 400 names them)."))
+    flow = FlowName(max_length=255, help_text=_("One of the agent's flows (a 400 names them)."))
 
-    key = serializers.CharField(max_length=1024)
-    input = serializers.JSONField(required=False)
-    hop = serializers.IntegerField(min_value=0, required=False)
+    key = Text(max_length=1024, help_text=_("Your idempotency key for this start."))
+    input = JSONValueField(required=False, help_text=_("What the run starts with (any JSON but null)."))
+    hop = WholeNumber(min_value=0, required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)  # unstorable text first: it is the body's own problem
@@ -236,8 +285,9 @@ class StartInputSerializer(_Common):
 
 
 class SilenceSerializer(StorableTextMixin, serializers.Serializer):
-    reason = serializers.CharField(max_length=255, help_text=_("Why the assistant is silenced (e.g. 'human')."))
-    owner = serializers.CharField(max_length=255, required=False, help_text=_("Who owns the conversation now."))
+    reason = Text(max_length=255, pattern=NOT_BLANK, pattern_message=_("Write a reason (not only spaces)."),
+                  help_text=_("Why the assistant is silenced (e.g. 'human')."))
+    owner = Text(max_length=255, required=False, help_text=_("Who owns the conversation now."))
     mode = serializers.ChoiceField(choices=HANDOFF_MODES, default="stop")
 
 
@@ -286,6 +336,25 @@ class TurnResponseSerializer(serializers.Serializer):
         }
 
 
+MAX_PAGE_SIZE = 500
+
+
+@extend_schema_field({"type": "boolean"})
+class QueryBoolean(serializers.Field):
+    """A query parameter that is `true` or `false`, as OpenAPI writes a boolean in a query (DRF's
+    own field also reads 1, yes, on, null...: more than the schema says)."""
+
+    default_error_messages = {"invalid": _("Write true or false.")}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if data not in ("true", "false"):
+            self.fail("invalid")
+        return data == "true"
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class SessionListQuerySerializer(serializers.Serializer):
     """`GET sessions` filters: the admin list's (status, flow, owner, silenced, search)."""
 
@@ -293,12 +362,15 @@ class SessionListQuerySerializer(serializers.Serializer):
         choices=list(STATUSES), required=False, help_text=_("asking, waiting, idle or silenced (as in the admin)."),
         # DRF's own message ('"x" is not a valid choice.') does not say what is valid.
         error_messages={"invalid_choice": "Unknown status {input!r}. Known statuses: " + ", ".join(sorted(STATUSES)) + "."})
-    flow = serializers.CharField(max_length=255, required=False, help_text=_("The asking run's flow."))
-    owner = serializers.CharField(max_length=255, required=False, help_text=_("The human who took it over."))
-    silenced = serializers.BooleanField(required=False, allow_null=True, default=None,
-                                        help_text=_("Only silenced (true) or only not silenced (false)."))
-    q = serializers.CharField(max_length=255, required=False,
+    flow = FlowName(max_length=255, required=False, help_text=_("The asking run's flow."))
+    owner = Text(max_length=255, required=False, help_text=_("The human who took it over."))
+    silenced = QueryBoolean(required=False, help_text=_("Only silenced (true) or only not silenced (false)."))
+    q = Text(max_length=255, required=False,
                               help_text=_("Words in the id, a collected value or the transcript."))
+
+    page = serializers.IntegerField(min_value=1, required=False, help_text=_("Page number, from 1."))
+    page_size = serializers.IntegerField(min_value=1, max_value=MAX_PAGE_SIZE, required=False,
+                                         help_text=_("Conversations a page (default 50, at most 500)."))
 
     def validate_flow(self, value: str) -> str:
         flows = [flow.id for flow in getattr(conf.get_agent(), "flows", ())]

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404, StreamingHttpResponse
+from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import parsers, status
@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from falai_django import host, jsondepth
-from falai_django.api import failures, serializers
+from falai_django.api import failures, serializers, shapes
 from falai_django.api.auth import CanDriveConversations, CanEraseConversations, WebhookSignatureAuthentication
 from falai_django.api.schema import FalaiAutoSchema, answers, extend_method_schema
 from falai_django.engine.errors import FlowConfigurationError, InvalidSessionError, SessionConflictError
@@ -90,6 +90,12 @@ class FalaiView(APIView):
         return super().handle_exception(exc)
 
 
+def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """A path under the API's prefixes that no pattern takes (an id with a `/`, a misspelt
+    endpoint): a JSON 404 with a reason, as the API answers everywhere, not Django's HTML page."""
+    return JsonResponse({"detail": str(_("No API endpoint at this path."))}, status=404)
+
+
 def _check_session_id(session_id: str) -> None:
     if not session_id or len(session_id) > 255:
         raise ValidationError({"session_id": [_("A session id is 1 to 255 characters.")]})
@@ -98,6 +104,15 @@ def _check_session_id(session_id: str) -> None:
         raise ValidationError({"session_id": [problem]})
 
 
+SESSION_ID = OpenApiParameter("session_id", {"type": "string", "maxLength": 255, "pattern": shapes.SESSION_ID},
+                              OpenApiParameter.PATH, description="The conversation's id (e.g. the customer's phone number).")
+# One server-sent event of the stream, as a client's SSE parser hands it over.
+_SSE_EVENT = {"type": "object", "required": ["event", "data"], "properties": {
+    "event": {"type": "string", "enum": ["delta", "replay", "done", "error"]},
+    "data": {"type": "string",
+             "description": "JSON. delta: {delta}; replay: {replay}; done: the turn (as POST messages answers); error: "
+                            "{detail, error_id}."},
+}}
 _TURN = {200: (serializers.TurnResponseSerializer, "The turn ran: what it said, scheduled and recorded."),
          202: (serializers.TurnResponseSerializer,
                "The provider failed: the input is kept and retried later (status retry or failed).")}
@@ -123,14 +138,14 @@ class _InputView(FalaiView):
         return Response(serializers.TurnResponseSerializer.from_host(result), status=code)
 
 
-@extend_schema(tags=["inputs"], responses=answers(_TURN))
+@extend_schema(tags=["inputs"], parameters=[SESSION_ID], responses=answers(_TURN))
 class MessageView(_InputView):
     """An inbound customer message."""
 
     serializer_class = serializers.MessageInputSerializer
 
 
-@extend_schema(tags=["inputs"], responses=answers(_TURN, errors={
+@extend_schema(tags=["inputs"], parameters=[SESSION_ID], responses=answers(_TURN, errors={
     403: "The wake belongs to another conversation.", 404: "This conversation has no wake with that key."}))
 class WakeView(_InputView):
     """Fire a wake of this conversation (`turn(wake=key)`)."""
@@ -149,23 +164,23 @@ class WakeView(_InputView):
         raise NotFound(_("This conversation has no wake with that key."))
 
 
-@extend_schema(tags=["inputs"], responses=answers(_TURN))
+@extend_schema(tags=["inputs"], parameters=[SESSION_ID], responses=answers(_TURN))
 class EventView(_InputView):
     """An event from your system."""
 
     serializer_class = serializers.EventInputSerializer
 
 
-@extend_schema(tags=["inputs"], responses=answers(_TURN))
+@extend_schema(tags=["inputs"], parameters=[SESSION_ID], responses=answers(_TURN))
 class StartView(_InputView):
     """Start a flow by hand."""
 
     serializer_class = serializers.StartInputSerializer
 
 
-@extend_schema(tags=["inputs"], responses=answers(
-    {200: (str, "`delta` events, `replay` (the text so far is void), then `done` (the turn); `error` if the "
-                "turn fails after the first byte.")},
+@extend_schema(tags=["inputs"], parameters=[SESSION_ID], responses=answers(
+    {200: (_SSE_EVENT, "`delta` events, `replay` (the text so far is void), then `done` (the turn); `error` if "
+                       "the turn fails after the first byte.")},
     content_type="text/event-stream"))
 class MessageStreamView(FalaiView):
     """An inbound message answered as server-sent events: `delta` chunks, then `done`."""
@@ -219,7 +234,7 @@ class SessionStateView(FalaiView):
             return [CanEraseConversations()]
         return super().get_permissions()
 
-    @extend_method_schema(tags=["sessions"], responses=answers(
+    @extend_method_schema(tags=["sessions"], parameters=[SESSION_ID], responses=answers(
         {200: (dict, "Session, handoff, pending wakes, recent history and turns.")}, errors=_HANDOFF_ERRORS))
     def get(self, request, session_id: str) -> Response:
         """The conversation: session data, runs, pending wakes, recent history, handoff."""
@@ -229,7 +244,7 @@ class SessionStateView(FalaiView):
             raise NotFound(_("No conversation with this id."))
         return Response(state)
 
-    @extend_method_schema(tags=["sessions"], responses=answers(
+    @extend_method_schema(tags=["sessions"], parameters=[SESSION_ID], responses=answers(
         {204: (None, "Erased: every row of the conversation is gone, and an audit row keeps its id as an HMAC.")},
         errors={**_HANDOFF_ERRORS, 403: "You need the 'erase conversation' permission (a signed webhook never has it).",
                 409: "A turn of this conversation is running; nothing was erased. Retry after Retry-After seconds."}))
@@ -241,7 +256,7 @@ class SessionStateView(FalaiView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@extend_schema(tags=["handoff"], responses=answers(
+@extend_schema(tags=["handoff"], parameters=[SESSION_ID], responses=answers(
     {200: (serializers.HandoffResponseSerializer, "The conversation's handoff and its new version.")},
     errors=_HANDOFF_ERRORS))
 class SilenceView(FalaiView):
@@ -261,7 +276,7 @@ class SilenceView(FalaiView):
         return Response({"handoff": host.handoff_of(saved), "version": saved.version})
 
 
-@extend_schema(tags=["handoff"], request=None, responses=answers(
+@extend_schema(tags=["handoff"], parameters=[SESSION_ID], request=None, responses=answers(
     {200: (serializers.HandoffResponseSerializer, "The handoff is cleared; the new version.")},
     errors=_HANDOFF_ERRORS))
 class UnsilenceView(FalaiView):
@@ -285,7 +300,7 @@ class SessionPagination(PageNumberPagination):
     django_paginator_class = EstimatingPaginator
     page_size = 50
     page_size_query_param = "page_size"
-    max_page_size = 500
+    max_page_size = serializers.MAX_PAGE_SIZE
 
     def get_paginated_response(self, data: Any) -> Response:
         response = super().get_paginated_response(data)
@@ -295,12 +310,7 @@ class SessionPagination(PageNumberPagination):
         return response
 
 
-@extend_schema(tags=["sessions"], parameters=[
-    serializers.SessionListQuerySerializer,
-    OpenApiParameter("page", int, description="Page number, from 1."),
-    OpenApiParameter("page_size", int, description=f"Conversations a page (default {SessionPagination.page_size}, "
-                                                   f"at most {SessionPagination.max_page_size})."),
-],
+@extend_schema(tags=["sessions"], parameters=[serializers.SessionListQuerySerializer],
                responses=answers({200: (serializers.SessionPageSerializer,
                                         "A page of conversations: count, next, previous, results.")},
                                  errors={404: "No such page."}))
@@ -313,7 +323,9 @@ class SessionListView(FalaiView):
         from falai_django.host.conversations import LIST_ORDER, STATUS_FILTERS, search
         from falai_django.models import Session
 
-        query = serializers.SessionListQuerySerializer(data=request.query_params)
+        # a plain dict, not the QueryDict: DRF reads an empty optional form value as left out, and
+        # `status=` is a value the schema refuses, so the server says so too
+        query = serializers.SessionListQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         filters = query.validated_data
         rows = Session.objects.defer("blob").order_by(*LIST_ORDER)
@@ -323,7 +335,7 @@ class SessionListView(FalaiView):
             rows = rows.filter(asking_flow=filters["flow"])
         if filters.get("owner"):
             rows = rows.filter(human_owner=filters["owner"])
-        if filters.get("silenced") is not None:
+        if "silenced" in filters:
             rows = rows.filter(silenced_reason__isnull=not filters["silenced"])
         if filters.get("q"):
             rows = search(rows, filters["q"])

@@ -100,7 +100,10 @@ def try_parse_iso(text: object) -> datetime | None:
         sign = 1 if zone[0] == "+" else -1
         digits = zone[1:].replace(":", "")
         offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0))
-        parsed -= sign * offset
+        try:
+            parsed -= sign * offset
+        except OverflowError:  # before year 1 or after 9999 in UTC: no date, as JS's range ends too
+            return None
     return parsed
 
 

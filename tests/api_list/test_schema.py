@@ -40,13 +40,30 @@ def test_the_security_schemes_are_declared(api):
     assert schemes["tokenAuth"] == {"type": "apiKey", "in": "header", "name": "Authorization",
                                     "description": 'Token-based authentication with required prefix "Token"'}
     assert schemes["cookieAuth"]["in"] == "cookie"
-    assert schemes["webhookTimestamp"]["name"] == "X-Falai-Timestamp"
-    assert schemes["webhookSignature"]["name"] == "X-Falai-Signature"
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
-            # the two webhook headers go together; token or cookie alone suffice
-            assert {"webhookTimestamp": [], "webhookSignature": []} in operation["security"], (path, method)
-            assert {"tokenAuth": []} in operation["security"] and {"cookieAuth": []} in operation["security"]
+            assert operation["security"][:2] == [{"tokenAuth": []}, {"cookieAuth": []}], (path, method)
+
+
+@pytest.mark.parametrize("secret", ["", "s3cret"], ids=["no-secret", "secret"])
+def test_the_signed_webhook_is_a_way_in_only_where_the_server_takes_it(api, settings, secret):
+    from falai_django import conf
+
+    settings.FALAI = {**settings.FALAI, "WEBHOOK_SECRET": secret}
+    conf.clear_cache()
+    schema = _schema(api)
+    schemes = schema["components"]["securitySchemes"]
+    webhook = {"webhookTimestamp": [], "webhookSignature": []}
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            # the two webhook headers go together, after a person's credentials
+            assert (operation["security"][-1] == webhook) is bool(secret), (path, method, operation["security"])
+            assert webhook not in operation["security"][:-1]
+    if secret:
+        assert schemes["webhookTimestamp"]["name"] == "X-Falai-Timestamp"
+        assert schemes["webhookSignature"]["name"] == "X-Falai-Signature"
+    else:
+        assert "webhookTimestamp" not in schemes and "webhookSignature" not in schemes
 
 
 def test_the_list_endpoint_and_its_filters_are_in_the_schema(api):
@@ -63,13 +80,14 @@ def test_the_list_endpoint_and_its_filters_are_in_the_schema(api):
         "count", "count_is_estimate", "next", "previous", "results"}
     # `silenced` is a reason or an object, not "a string"
     body = schema["components"]["schemas"]["MessageInput"]["properties"]["silenced"]
-    assert [alt["type"] for alt in body["oneOf"]] == ["string", "object"]
+    assert [alt["type"] for alt in body["oneOf"]] == ["string", "object", "null"]
 
 
 def test_only_this_apps_endpoints_are_described(api):
     paths = set(_schema(api)["paths"])
     # the conversations and the stored flows; not the schema itself, the docs page or the admin
-    assert all(p.startswith(("/falai/sessions", "/falai/flows/")) for p in paths), paths
+    assert all(p.startswith(("/falai/sessions", "/falai/flows")) for p in paths), paths
+    assert "/falai/flows" in paths  # the stored flows, listed
     assert "/falai/flows/{flow_id}" in paths and "/falai/flows/{flow_id}/funnel" in paths
 
 
