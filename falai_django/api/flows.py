@@ -62,8 +62,7 @@ class FlowInputSerializer(serializers.Serializer):
     spec = FlowSpecField()
     name = Text(max_length=255, required=False, allow_blank=True, help_text=_("Default: the spec's own `name`."))
     enabled = serializers.BooleanField(required=False)
-    position = serializers.IntegerField(required=False, min_value=shapes.INT32["minimum"],
-                                        max_value=shapes.INT32["maximum"])
+    position = serializers.IntegerField(required=False, min_value=shapes.INT32_MIN, max_value=shapes.INT32_MAX)
     note = Text(required=False, allow_blank=True,
                 help_text=_("Kept with the saved version (its first 255 characters)."))
 
@@ -145,6 +144,10 @@ class FlowView(FalaiView):
                 value = body[name]
                 if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                     raise ValidationError({name: [_("Must be a %(t)s.") % {"t": kind.__name__}]})
+                if isinstance(value, int) and not shapes.INT32_MIN <= value <= shapes.INT32_MAX:
+                    # the column's range on every database (SQLite would store more, PostgreSQL fail)
+                    raise ValidationError({name: [_("Must be between %(lo)s and %(hi)s.")
+                                                  % {"lo": shapes.INT32_MIN, "hi": shapes.INT32_MAX}]})
                 setattr(flow, name, value)
         if "name" not in body and (spec_name := flow.spec_name()) is not None:
             flow.name = spec_name  # a PUT without a name takes the spec's own

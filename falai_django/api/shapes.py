@@ -29,7 +29,7 @@ ISO_TIME = (r"^(?:19[7-9]\d|[2-8]\d{3}|9[0-8]\d{2})-"
 SESSION_ID = r"^[^/\x00]*[^/.\x00][^/\x00]*$"
 # A slug, as Django's `slug` converter and SlugField read it (a flow's id).
 SLUG = r"^[-a-zA-Z0-9_]+$"
-INT32 = {"minimum": -(2**31), "maximum": 2**31 - 1}  # an IntegerField's column
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # an IntegerField's column
 
 _TEXT: dict[str, Any] = {"type": "string", "pattern": NO_NUL}
 _TIME: dict[str, Any] = {"type": "string", "format": "date-time", "pattern": ISO_TIME}

@@ -17,12 +17,11 @@ import django
 
 def main() -> int:
     django.setup()
-    import schemathesis
     from django.conf import settings
     from django.core.wsgi import get_wsgi_application
     from django.test.utils import setup_test_environment
     from django_q.conf import Conf
-    from fuzz.test_api_schemathesis import _fuzz, _operations
+    from fuzz.test_api_schemathesis import FUZZER_PERMISSIONS, _fuzz, _operations, load_schema
     from schemathesis import GenerationMode
     from security import kit
 
@@ -31,9 +30,9 @@ def main() -> int:
     settings.ALLOWED_HOSTS = ["*"]
     Conf.SYNC = True
     kit.reset()
-    client = kit.token_client("fuzzer", "change_conversation", "view_conversation")
+    client = kit.token_client("fuzzer", *FUZZER_PERMISSIONS)
     headers = {"Authorization": client.defaults["HTTP_AUTHORIZATION"]}
-    schema = schemathesis.openapi.from_wsgi("/falai/schema", get_wsgi_application(), headers=headers)
+    schema = load_schema(get_wsgi_application(), headers)
     failures: list[str] = []
     statuses: dict[str, list[int]] = {}
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):

@@ -1,35 +1,55 @@
 """schemathesis against the app's own OpenAPI schema (`/falai/schema`), every operation, with
 valid auth (a DRF token of a user holding the permission), in-process against the Django WSGI
-application.
+application, with the repository's `schemathesis.toml` (what `st run` reads).
 
 For every operation, both schema-valid and schema-violating requests (schemathesis' positive
-and negative generation) must get:
+and negative generation) pass **every** schemathesis check (`--checks all`): no 5xx, only
+declared statuses, content types and bodies; a schema-valid request accepted and a
+schema-violating one refused; authentication enforced; and, beyond schemathesis:
 
-- no 5xx (schemathesis' `not_a_server_error`), and no `event: error` inside a streamed answer;
-- no status the schema does not declare (`status_code_conformance`: the schema is honest);
-- every 4xx with a reason: a JSON body naming the problem (`detail`, or field -> messages), or
-  a non-empty page for Django's own 404/405.
+- no `event: error` inside a streamed answer;
+- every 4xx with a reason: a JSON body naming the problem (`detail`, or field -> messages).
 
-Examples per operation and mode: FALAI_SCHEMATHESIS_EXAMPLES (default 25).
+A stateful run follows the schema's links (a message's conversation, a listed one, a saved
+flow) into the operations that take their ids, under the same checks.
+
+Examples per operation and mode: FALAI_SCHEMATHESIS_EXAMPLES (default 25); the generation is
+derandomized (a fixed seed), so a failure here is the same failure on the next run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error, status_code_conformance
+from schemathesis.checks import CHECKS, load_all_checks
 from security import kit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 EXAMPLES = int(os.environ.get("FALAI_SCHEMATHESIS_EXAMPLES", "25"))
-IN_CI = os.environ.get("CI", "").lower() == "true"
+# Every operation of the API: conversations (driving, reading, erasing) and stored flows.
+FUZZER_PERMISSIONS = ("change_conversation", "view_conversation", "erase_conversation", "view_flow", "change_flow",
+                      "add_flow")
+CONFIG = Path(__file__).resolve().parents[2] / "schemathesis.toml"
+
+
+def every_check() -> list:
+    """What `st run --checks all` runs: every check schemathesis has."""
+    load_all_checks()
+    return list(CHECKS.get_all())
+
+
+def load_schema(app, headers: dict[str, str]):
+    """The app's schema, with the repository's schemathesis.toml (as `st run` reads it there)."""
+    return schemathesis.openapi.from_wsgi("/falai/schema", app, headers=headers,
+                                          config=schemathesis.Config.from_path(str(CONFIG)))
 
 
 @pytest.fixture
@@ -43,11 +63,10 @@ def api(settings):
     settings.ALLOWED_HOSTS = ["*"]
     conf.clear_cache()
     shared.reset()
-    client = kit.token_client("fuzzer", "change_conversation", "view_conversation")
+    client = kit.token_client("fuzzer", *FUZZER_PERMISSIONS)
     token = client.defaults["HTTP_AUTHORIZATION"]
     app = get_wsgi_application()
-    schema = schemathesis.openapi.from_wsgi("/falai/schema", app, headers={"Authorization": token})
-    return schema, {"Authorization": token}
+    return load_schema(app, {"Authorization": token}), {"Authorization": token}
 
 
 def _reason_problems(response) -> str | None:
@@ -70,7 +89,7 @@ def _reason_problems(response) -> str | None:
         if isinstance(body, list) and body:
             return None
         return f"{status} without a reason: {text[:200]}"
-    return None  # Django's own HTML 404 / 405 page: a page that says what happened
+    return f"{status} that is not JSON ({content_type}): {text[:100]!r}"  # every API answer is JSON
 
 
 def _stream_problems(response) -> str | None:
@@ -95,14 +114,16 @@ def test_the_schema_lists_every_endpoint(api):
 def _fuzz(operation, mode, headers, failures: list[str], statuses: set[int]) -> None:
     label = f"{operation.method.upper()} {operation.path}"
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=IN_CI, database=None,
+    checks = every_check()
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     @given(case=operation.as_strategy(generation_mode=mode))
     def run(case):
         response = case.call(headers=headers)
         statuses.add(response.status_code)
         try:
-            case.validate_response(response, checks=[not_a_server_error, status_code_conformance])
+            case.validate_response(response, checks=checks, headers=headers)
         except Exception as exc:  # noqa: BLE001 - collect, report every operation at once
             failures.append(f"{label}: {type(exc).__name__}: {str(exc)[:300]}")
             return
@@ -117,7 +138,7 @@ def _fuzz(operation, mode, headers, failures: list[str], statuses: set[int]) -> 
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["valid", "invalid"])
-def test_every_operation_answers_without_5xx_and_every_4xx_has_a_reason(api, mode):
+def test_every_operation_passes_every_check_and_every_4xx_has_a_reason(api, mode):
     schema, headers = api
     failures: list[str] = []
     seen: dict[str, set[int]] = {}
@@ -125,3 +146,30 @@ def test_every_operation_answers_without_5xx_and_every_4xx_has_a_reason(api, mod
         _fuzz(operation, mode, headers, failures, seen.setdefault(f"{operation.method.upper()} {operation.path}", set()))
     assert not failures, "\n".join(sorted(set(failures))[:30])
     assert all(seen.values()), seen
+
+
+def test_the_links_lead_a_stateful_run_through_every_operation_that_takes_an_id(api):
+    """Schemathesis' stateful phase: sequences of calls joined by the schema's links, every check
+    on each answer. The links must reach the operations that take ids with ids that exist: each
+    of them answers something besides 404 at least once."""
+    schema, headers = api
+    reached: dict[str, set[int]] = {}
+    checks = every_check()
+
+    class Workflow(schema.as_state_machine()):
+        def get_call_kwargs(self, case):
+            return {"headers": headers}
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs):
+            reached.setdefault(f"{case.method.upper()} {case.operation.path}", set()).add(response.status_code)
+            case.validate_response(response, checks=checks, headers=headers, recorder=self.recorder)
+            problem = _reason_problems(response) or _stream_problems(response)
+            assert problem is None, problem
+
+    Workflow.run(settings=settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+                                   stateful_step_count=6, suppress_health_check=list(HealthCheck)))
+    takes_an_id = {"GET /falai/sessions/{session_id}", "POST /falai/sessions/{session_id}/silence",
+                   "POST /falai/sessions/{session_id}/unsilence", "GET /falai/flows/{flow_id}",
+                   "GET /falai/flows/{flow_id}/funnel"}
+    found = {label: codes for label, codes in reached.items() if label in takes_an_id}
+    assert {label for label, codes in found.items() if codes - {404}} == takes_an_id, reached
