@@ -29,7 +29,7 @@ from rest_framework.response import Response
 from falai_django import conf
 from falai_django.api import shapes
 from falai_django.api.schema import answers, extend_method_schema
-from falai_django.api.serializers import Text, text_problem
+from falai_django.api.serializers import FlowSpecField, Text, text_problem
 from falai_django.api.views import FalaiView
 from falai_django.flows import funnel
 from falai_django.flows.saving import one_id
@@ -50,10 +50,6 @@ def _flow_json(flow: Flow) -> dict[str, Any]:
             "version": flow.version, "spec": flow.spec,
             "updated_at": flow.updated_at.isoformat() if flow.updated_at else None,
             "updated_by": flow.updated_by.get_username() if flow.updated_by is not None else None}
-
-
-class FlowSpecField(serializers.JSONField):
-    """A FlowSpec: a JSON object (its schema: `schema_hooks.FlowSpecExtension`)."""
 
 
 class FlowInputSerializer(serializers.Serializer):

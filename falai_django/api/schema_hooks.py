@@ -73,7 +73,7 @@ class ClaimsExtension(_ShapeExtension):
 
 
 class FlowSpecExtension(_ShapeExtension):
-    target_class = "falai_django.api.flows.FlowSpecField"
+    target_class = "falai_django.api.serializers.FlowSpecField"
     shape = shapes.FLOW_SPEC
 
 

@@ -163,6 +163,11 @@ class ClaimsField(_ShapeField):
     check = staticmethod(check_claims)
 
 
+class FlowSpecField(serializers.JSONField):
+    """A FlowSpec: a JSON object (its schema: `schema_hooks.FlowSpecExtension`; the flows API
+    checks it against the agent)."""
+
+
 class JSONValueField(serializers.JSONField):
     """Any JSON value but null (null is refused: leave the field out); its schema is
     `schema_hooks.JSONValueExtension`'s."""

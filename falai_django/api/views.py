@@ -105,7 +105,8 @@ def _check_session_id(session_id: str) -> None:
 
 
 SESSION_ID = OpenApiParameter("session_id", {"type": "string", "maxLength": 255, "pattern": shapes.SESSION_ID},
-                              OpenApiParameter.PATH, description="The conversation's id (e.g. the customer's phone number).")
+                              OpenApiParameter.PATH,
+                              description="The conversation's id (e.g. the customer's phone number).")
 # One server-sent event of the stream, as a client's SSE parser hands it over.
 _SSE_EVENT = {"type": "object", "required": ["event", "data"], "properties": {
     "event": {"type": "string", "enum": ["delta", "replay", "done", "error"]},

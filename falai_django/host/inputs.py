@@ -299,9 +299,9 @@ def check_anchors(value: Any) -> dict[str, Any] | None:
         if not isinstance(key, str) or not key:
             raise InputError(f"anchors.{name}.key must be non-empty text", "anchors")
         entry: dict[str, Any] = {"key": key}
-        last = anchor.get("lastInboundAt", anchor.get("last_inbound_at"))
-        if last is not None:
-            entry["lastInboundAt"] = parse_at(last, f"anchors.{name}.lastInboundAt")
+        for spelling in ("last_inbound_at", "lastInboundAt"):  # both checked; the spec's spelling wins
+            if anchor.get(spelling) is not None:
+                entry["lastInboundAt"] = parse_at(anchor[spelling], f"anchors.{name}.{spelling}")
         out[str(name)] = entry
     return out
 

@@ -191,3 +191,9 @@ def test_a_link_from_a_message_reaches_its_conversation_and_its_first_wake(api):
     if answer["schedule"]:
         fired = api.post("/falai/sessions/5511/wakes", {"key": answer["schedule"][0]["key"]}, format="json")
         assert fired.status_code == 200, fired.content
+
+
+def test_both_spellings_of_an_anchors_last_message_are_checked(api):
+    anchor = {"key": "lead-1", "lastInboundAt": "2026-01-01T12:00:00Z", "last_inbound_at": "2024-01-01T12:99:00Z"}
+    body = {"text": "oi", "anchors": {"lead": anchor}}
+    assert "anchors" in _json_reason(api.post("/falai/sessions/s3/messages", body, format="json"), 400)
