@@ -187,10 +187,12 @@ def test_a_link_from_a_message_reaches_its_conversation_and_its_first_wake(api):
     """What a stateful client does with the links: the message's path id reads the conversation,
     the answer's first scheduled wake fires."""
     answer = api.post("/falai/sessions/5511/messages", {"text": "oi"}, format="json").json()
-    assert api.get("/falai/sessions/5511").status_code == 200
-    if answer["schedule"]:
-        fired = api.post("/falai/sessions/5511/wakes", {"key": answer["schedule"][0]["key"]}, format="json")
-        assert fired.status_code == 200, fired.content
+    state = api.get("/falai/sessions/5511")
+    assert state.status_code == 200
+    key = answer["schedule"][0]["key"]  # the demo's follow-up after silence
+    assert state.json()["pending_wakes"][0]["key"] == key  # what GET sessions/{id}'s link reads
+    fired = api.post("/falai/sessions/5511/wakes", {"key": key}, format="json")
+    assert fired.status_code == 200, fired.content
 
 
 def test_both_spellings_of_an_anchors_last_message_are_checked(api):
