@@ -71,7 +71,7 @@ _FLOW_ID = OpenApiParameter("flow_id", {"type": "string", "maxLength": 255, "pat
 
 
 def _is_flow_id(flow_id: str) -> bool:
-    return len(flow_id) <= 255 and re.fullmatch(r"[-a-zA-Z0-9_]+", flow_id, re.ASCII) is not None
+    return len(flow_id) <= 255 and re.fullmatch(shapes.SLUG, flow_id) is not None  # the schema's own pattern
 
 
 _FLOW_LIST = answers(
